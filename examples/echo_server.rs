@@ -1,0 +1,117 @@
+//! A raw JSON-RPC server over stdio, for trying the loop by hand and for tests to spawn.
+//!
+//! Run: `cargo run --example echo_server -- [--idle-timeout-ms N] [--max-message-bytes N]
+//!       [--no-guard] [--no-signals] [--no-batches]`
+//! then type `{"jsonrpc":"2.0","id":1,"method":"echo","params":{"text":"hi"}}`.
+//!
+//! Methods: `echo` (returns its params), `sleep {ms}`, `fail {message}` (an error response),
+//! `panic`, `notify {count}` (sends that many notifications first), `noisy` (prints to stdout
+//! and runs a child that does too: the protocol must stay clean), `stats`.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use mcpipe::{Context, ErrorCode, ErrorObject, Handler, Request, Server};
+use serde_json::{json, Value};
+
+/// The example's handler; it counts idle-hook runs to show the hook at work.
+struct Example {
+    idle_runs: u64,
+}
+
+impl Handler for Example {
+    fn handle_request(&mut self, req: Request, cx: &mut Context<'_>) -> Result<Value, ErrorObject> {
+        let params = req.params.unwrap_or(json!({}));
+        match req.method.as_str() {
+            "echo" => Ok(params),
+            "sleep" => {
+                let ms = params["ms"]
+                    .as_u64()
+                    .ok_or_else(|| ErrorObject::invalid_params("sleep needs an integer \"ms\""))?;
+                std::thread::sleep(Duration::from_millis(ms));
+                Ok(json!({ "slept_ms": ms }))
+            }
+            "fail" => Err(ErrorObject::new(
+                ErrorCode(-32000),
+                params["message"].as_str().unwrap_or("failed on purpose"),
+            )),
+            "panic" => panic!("the example handler panics on purpose"),
+            "notify" => {
+                let count = params["count"].as_u64().unwrap_or(1);
+                for i in 0..count {
+                    cx.notify("notifications/example", Some(json!({ "i": i })))
+                        .map_err(|e| ErrorObject::internal(e.to_string()))?;
+                }
+                Ok(json!({ "sent": count }))
+            }
+            "noisy" => {
+                noisy();
+                Ok(json!({ "noisy": true }))
+            }
+            "stats" => {
+                let s = cx.stats();
+                Ok(json!({
+                    "requests": s.requests,
+                    "notifications": s.notifications,
+                    "bad_messages": s.bad_messages,
+                    "oversize_messages": s.oversize_messages,
+                    "handler_panics": s.handler_panics,
+                    "idle_hooks": s.idle_hooks,
+                    "idle_runs": self.idle_runs,
+                }))
+            }
+            other => Err(ErrorObject::method_not_found(other)),
+        }
+    }
+
+    fn on_idle(&mut self, _cx: &mut Context<'_>) {
+        self.idle_runs += 1;
+        eprintln!("echo_server: idle hook ran ({} times)", self.idle_runs);
+    }
+}
+
+/// Writes to stdout the ways real servers do by mistake: the stdout guard must keep the
+/// protocol stream clean anyway.
+#[allow(clippy::print_stdout)]
+fn noisy() {
+    println!("stray line from a handler's println!");
+    print!("stray text without a newline");
+    let _ = std::process::Command::new("sh")
+        .args(["-c", "echo stray line from a child; cat"])
+        .status();
+}
+
+fn run() -> Result<(), String> {
+    let mut server = Server::new();
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let mut number = |name: &str| -> Result<u64, String> {
+            args.next()
+                .and_then(|v| v.parse().ok())
+                .ok_or_else(|| format!("{name} needs a number"))
+        };
+        server = match arg.as_str() {
+            "--idle-timeout-ms" => server.idle_timeout(Some(Duration::from_millis(number(&arg)?))),
+            "--max-message-bytes" => server.max_message_bytes(number(&arg)? as usize),
+            "--no-guard" => server.guard_stdout(false),
+            "--no-signals" => server.handle_signals(false),
+            "--no-batches" => server.batches(false),
+            other => return Err(format!("unknown argument {other}")),
+        };
+    }
+    let outcome = server
+        .serve_stdio(&mut Example { idle_runs: 0 })
+        .map_err(|e| e.to_string())?;
+    eprintln!("echo_server: ended: {outcome}");
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("echo_server: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! The two ends a loop talks through, and how each kind of fd is read or written without ever
+//! blocking when the kernel has nothing.
+//!
+//! | fd kind | how | shared flags changed? |
+//! | --- | --- | --- |
+//! | pipe/FIFO on Linux | a private description reopened via `/proc/self/fd`, non-blocking | no |
+//! | socket | `recv`/`send` with `MSG_DONTWAIT` | no |
+//! | regular file, `/dev/null` (epoll refuses them) | plain reads and writes, never polled: they never block | no |
+//! | anything else (tty, FIFO elsewhere) | `O_NONBLOCK` set, restored on every exit path | yes, restored |
+//! | closed | end of file on input, peer gone on output | no |
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+
+use mio::unix::SourceFd;
+use mio::{Interest, Registry, Token};
+
+use crate::sys::{self, FileKind, NonBlockingGuard};
+
+/// How bytes move through an endpoint's fd.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// `read`/`write` on a non-blocking description.
+    Stream,
+    /// `recv`/`send` with `MSG_DONTWAIT`.
+    Socket,
+    /// A file that is always ready and cannot be polled.
+    Plain,
+}
+
+/// One direction of the connection: an owned fd and how to use it.
+#[derive(Debug)]
+pub(crate) struct Endpoint {
+    /// `None` when the fd was closed to begin with.
+    fd: Option<OwnedFd>,
+    mode: Mode,
+}
+
+impl Endpoint {
+    /// Prepares `fd` for non-blocking use in one direction and registers it with `registry`.
+    /// A flag change that could not be avoided is recorded in `guards`, which restores it.
+    pub(crate) fn open(
+        fd: BorrowedFd<'_>,
+        for_write: bool,
+        registry: &Registry,
+        token: Token,
+        guards: &mut Vec<NonBlockingGuard>,
+    ) -> io::Result<Endpoint> {
+        let kind = match sys::file_kind(fd.as_raw_fd()) {
+            Ok(kind) => kind,
+            Err(e) if e.raw_os_error() == Some(libc::EBADF) => {
+                return Ok(Endpoint {
+                    fd: None,
+                    mode: Mode::Plain,
+                })
+            }
+            Err(e) => return Err(e),
+        };
+        let interest = if for_write {
+            Interest::WRITABLE
+        } else {
+            Interest::READABLE
+        };
+        if kind == FileKind::Regular {
+            return Ok(Endpoint {
+                fd: Some(sys::dup_cloexec(fd, 3)?),
+                mode: Mode::Plain,
+            });
+        }
+        if kind == FileKind::Socket {
+            let own = sys::dup_cloexec(fd, 3)?;
+            registry.register(&mut SourceFd(&own.as_raw_fd()), token, interest)?;
+            return Ok(Endpoint {
+                fd: Some(own),
+                mode: Mode::Socket,
+            });
+        }
+        if kind == FileKind::Fifo {
+            if let Ok(private) = sys::reopen_nonblocking(fd, for_write) {
+                registry.register(&mut SourceFd(&private.as_raw_fd()), token, interest)?;
+                return Ok(Endpoint {
+                    fd: Some(private),
+                    mode: Mode::Stream,
+                });
+            }
+        }
+        let own = sys::dup_cloexec(fd, 3)?;
+        match registry.register(&mut SourceFd(&own.as_raw_fd()), token, interest) {
+            Ok(()) => {}
+            // epoll refuses files that are always ready (`/dev/null`, ...): use them directly.
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+                return Ok(Endpoint {
+                    fd: Some(own),
+                    mode: Mode::Plain,
+                })
+            }
+            Err(e) => return Err(e),
+        }
+        guards.push(NonBlockingGuard::new(own.as_fd())?);
+        Ok(Endpoint {
+            fd: Some(own),
+            mode: Mode::Stream,
+        })
+    }
+
+    /// Whether the fd was closed before the loop began.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.fd.is_none()
+    }
+
+    /// Reads what the kernel has, without blocking. `Ok(0)` is end of file.
+    pub(crate) fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        let Some(fd) = &self.fd else { return Ok(0) };
+        match self.mode {
+            Mode::Socket => sys::recv_nowait(fd.as_fd(), buf),
+            Mode::Stream | Mode::Plain => sys::read(fd.as_fd(), buf),
+        }
+    }
+
+    /// Writes what the kernel takes, without blocking.
+    pub(crate) fn write(&self, buf: &[u8]) -> io::Result<usize> {
+        let Some(fd) = &self.fd else {
+            return Err(io::Error::from_raw_os_error(libc::EBADF));
+        };
+        match self.mode {
+            Mode::Socket => sys::send_nowait(fd.as_fd(), buf),
+            Mode::Stream | Mode::Plain => sys::write(fd.as_fd(), buf),
+        }
+    }
+}

@@ -1,0 +1,69 @@
+//! What a Rust caller gets back: why a loop ended, or what went wrong.
+
+use std::fmt;
+use std::io;
+
+/// Why [`Server::serve`](crate::Server::serve) returned normally.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Outcome {
+    /// The input reached end of file: every message was handled and every response written.
+    Eof,
+    /// SIGTERM, SIGINT or SIGHUP arrived (the signal number).
+    Signal(i32),
+    /// The peer closed our output (EPIPE, or its read end hung up): nobody is listening.
+    PeerGone,
+    /// The parent process went away (the orphan check is on).
+    Orphaned,
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Outcome::Eof => write!(f, "the input reached end of file"),
+            Outcome::Signal(n) => write!(f, "signal {n} arrived"),
+            Outcome::PeerGone => write!(f, "the peer closed the output"),
+            Outcome::Orphaned => write!(f, "the parent process went away"),
+        }
+    }
+}
+
+/// An error returned to the Rust caller (never sent to the peer: that is
+/// [`ErrorObject`](crate::ErrorObject)).
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// A system call failed while setting up, polling, reading or writing.
+    Io {
+        /// What the crate was doing, as a phrase ("polling for events").
+        doing: &'static str,
+        /// The underlying error.
+        source: io::Error,
+    },
+    /// The peer is gone: a message could not be sent because the output is closed.
+    PeerGone,
+}
+
+impl Error {
+    pub(crate) fn io(doing: &'static str, source: io::Error) -> Error {
+        Error::Io { doing, source }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Io { doing, source } => write!(f, "i/o error while {doing}: {source}"),
+            Error::PeerGone => write!(f, "the peer closed the connection"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. } => Some(source),
+            Error::PeerGone => None,
+        }
+    }
+}

@@ -1,0 +1,388 @@
+//! Complete lines out of a byte stream that arrives in arbitrary pieces.
+//!
+//! Sans-IO: the caller reads into [`LineBuffer::spare`], reports how much with
+//! [`LineBuffer::commit`], and takes lines with [`LineBuffer::next_line`]. Bytes are searched for
+//! `\n` once only, so a 64 MiB line arriving in 64 KiB pieces costs O(n), not O(n²).
+
+/// How much room a read gets at the least; also the size the buffer shrinks back to.
+pub(crate) const MIN_READ: usize = 64 * 1024;
+
+const BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// What [`LineBuffer::next_line`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Line<'a> {
+    /// A complete line: no `\n`, no trailing `\r`, not blank.
+    Complete(&'a [u8]),
+    /// A line longer than the limit. It is reported once, as soon as it is known to be too long;
+    /// the rest of its bytes, up to its newline, are dropped as they arrive.
+    Oversize,
+}
+
+/// A growable buffer of unread input with an incremental newline search and a line size limit.
+#[derive(Debug)]
+pub(crate) struct LineBuffer {
+    /// Storage; bytes past `end` are scratch space for the next read.
+    buf: Vec<u8>,
+    /// First unconsumed byte. Invariant: `start <= scanned <= end <= buf.len()`.
+    start: usize,
+    /// Bytes in `start..scanned` are known to hold no `\n`.
+    scanned: usize,
+    /// End of the bytes read so far.
+    end: usize,
+    /// Inside an oversize line: bytes up to the next `\n` are dropped, not kept.
+    discarding: bool,
+    /// No line has been taken yet, so a UTF-8 byte order mark may still lead the stream.
+    at_stream_start: bool,
+    /// The longest line accepted, in bytes, without its `\n` or `\r\n`.
+    max_line: usize,
+}
+
+impl LineBuffer {
+    /// An empty buffer that accepts lines of up to `max_line` bytes.
+    pub(crate) fn new(max_line: usize) -> LineBuffer {
+        LineBuffer {
+            buf: Vec::new(),
+            start: 0,
+            scanned: 0,
+            end: 0,
+            discarding: false,
+            at_stream_start: true,
+            max_line,
+        }
+    }
+
+    /// Room to read into: at least [`MIN_READ`] bytes, more while a long line is arriving.
+    ///
+    /// Moves pending bytes to the front when that makes room, and gives memory back once a large
+    /// line has been consumed.
+    pub(crate) fn spare(&mut self) -> &mut [u8] {
+        let pending = self.end - self.start;
+        if pending == 0 {
+            self.start = 0;
+            self.scanned = 0;
+            self.end = 0;
+            if self.buf.len() > 2 * MIN_READ {
+                // The large line is gone: give its memory back.
+                self.buf = Vec::new();
+            }
+        }
+        if self.buf.len() - self.end < MIN_READ {
+            if self.start > 0 && self.buf.len() - pending >= MIN_READ {
+                // Each byte of a line is moved at most once by this: after it, `start` is 0
+                // until that line has been consumed.
+                self.buf.copy_within(self.start..self.end, 0);
+                self.scanned -= self.start;
+                self.end = pending;
+                self.start = 0;
+            } else {
+                let wanted = (self.end + MIN_READ).max(self.buf.len() * 2);
+                // A line is dropped once it exceeds `max_line + 1` bytes (the +1 is a `\r`), so
+                // the buffer never needs to hold more than that plus one read.
+                let cap = self.max_line.saturating_add(2 + BOM.len() + MIN_READ);
+                self.buf.resize(wanted.min(cap).max(self.end + MIN_READ), 0);
+            }
+        }
+        &mut self.buf[self.end..]
+    }
+
+    /// Records that `n` bytes were read into the front of [`LineBuffer::spare`].
+    pub(crate) fn commit(&mut self, n: usize) {
+        debug_assert!(self.end + n <= self.buf.len());
+        self.end += n;
+    }
+
+    /// The memory the buffer holds.
+    #[cfg(test)]
+    pub(crate) fn capacity(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// The next complete line, skipping blank ones; `None` when more bytes are needed.
+    pub(crate) fn next_line(&mut self) -> Option<Line<'_>> {
+        let found = self.next_range()?;
+        Some(self.line_at(found))
+    }
+
+    /// At end of input: every complete line, then the final line if it had no newline, then
+    /// `None`.
+    pub(crate) fn finish(&mut self) -> Option<Line<'_>> {
+        if let Some(found) = self.next_range() {
+            return Some(self.line_at(found));
+        }
+        let (line_start, line_end) = (self.start, self.end);
+        self.start = self.end;
+        self.scanned = self.end;
+        if std::mem::take(&mut self.discarding) || line_start == line_end {
+            return None;
+        }
+        let found = self.check(line_start, line_end)?;
+        Some(self.line_at(found))
+    }
+
+    /// Where the next line is, as indices (so no borrow outlives the search).
+    fn next_range(&mut self) -> Option<Found> {
+        loop {
+            let newline = memchr::memchr(b'\n', &self.buf[self.scanned..self.end]);
+            let Some(offset) = newline else {
+                self.scanned = self.end;
+                if self.discarding {
+                    // Drop what arrived of the oversize line; it is never kept.
+                    self.start = self.end;
+                    return None;
+                }
+                // A partial line may still lose a trailing `\r` (and, first in the stream, a
+                // BOM) before it is measured, so allow for those.
+                let slack = if self.at_stream_start {
+                    1 + BOM.len()
+                } else {
+                    1
+                };
+                if self.end - self.start > self.max_line.saturating_add(slack) {
+                    self.discarding = true;
+                    self.at_stream_start = false;
+                    self.start = self.end;
+                    return Some(Found::Oversize);
+                }
+                return None;
+            };
+            let line_end = self.scanned + offset;
+            let line_start = self.start;
+            self.start = line_end + 1;
+            self.scanned = self.start;
+            if self.discarding {
+                // This newline ends the oversize line; what follows is a fresh line.
+                self.discarding = false;
+                continue;
+            }
+            if let Some(found) = self.check(line_start, line_end) {
+                return Some(found);
+            }
+        }
+    }
+
+    /// Trims a raw line (a trailing `\r`, a BOM leading the stream) and checks its size;
+    /// `None` for a blank line.
+    fn check(&mut self, mut start: usize, mut end: usize) -> Option<Found> {
+        if end > start && self.buf[end - 1] == b'\r' {
+            end -= 1;
+        }
+        if std::mem::take(&mut self.at_stream_start) && self.buf[start..end].starts_with(BOM) {
+            start += BOM.len();
+        }
+        if end - start > self.max_line {
+            return Some(Found::Oversize);
+        }
+        if self.buf[start..end]
+            .iter()
+            .all(|b| matches!(b, b' ' | b'\t' | b'\r'))
+        {
+            return None;
+        }
+        Some(Found::Line(start, end))
+    }
+
+    fn line_at(&self, found: Found) -> Line<'_> {
+        match found {
+            Found::Line(start, end) => Line::Complete(&self.buf[start..end]),
+            Found::Oversize => Line::Oversize,
+        }
+    }
+}
+
+/// A line's place in the buffer, or the news that it was too long.
+#[derive(Debug, Clone, Copy)]
+enum Found {
+    Line(usize, usize),
+    Oversize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a line buffer should yield: `Ok(line)` or `Err(())` for an oversize line.
+    type Lines = Vec<Result<Vec<u8>, ()>>;
+
+    /// The reference: split the whole input at once.
+    fn naive_split(input: &[u8], max: usize) -> Lines {
+        let mut out = Vec::new();
+        for (i, piece) in input.split(|&b| b == b'\n').enumerate() {
+            let mut line = piece;
+            if let Some(stripped) = line.strip_suffix(b"\r") {
+                line = stripped;
+            }
+            if i == 0 {
+                line = line.strip_prefix(BOM).unwrap_or(line);
+            }
+            if line.len() > max {
+                out.push(Err(()));
+            } else if !line.iter().all(|b| matches!(b, b' ' | b'\t' | b'\r')) {
+                out.push(Ok(line.to_vec()));
+            }
+        }
+        out
+    }
+
+    /// Feeds `input` in pieces of the given sizes (cycled), then finishes.
+    fn feed(input: &[u8], sizes: &[usize], max: usize) -> Lines {
+        let mut lb = LineBuffer::new(max);
+        let mut out = Vec::new();
+        let mut rest = input;
+        let mut i = 0;
+        while !rest.is_empty() {
+            let spare = lb.spare();
+            let n = sizes[i % sizes.len()]
+                .max(1)
+                .min(rest.len())
+                .min(spare.len());
+            spare[..n].copy_from_slice(&rest[..n]);
+            lb.commit(n);
+            rest = &rest[n..];
+            i += 1;
+            while let Some(line) = lb.next_line() {
+                out.push(owned(line));
+            }
+        }
+        while let Some(line) = lb.finish() {
+            out.push(owned(line));
+        }
+        out
+    }
+
+    fn owned(line: Line<'_>) -> Result<Vec<u8>, ()> {
+        match line {
+            Line::Complete(l) => Ok(l.to_vec()),
+            Line::Oversize => Err(()),
+        }
+    }
+
+    #[test]
+    fn lines_match_a_naive_split_whatever_the_chunking() {
+        let inputs: &[&[u8]] = &[
+            b"",
+            b"a",
+            b"a\nb\n",
+            b"a\r\nb\r\n\r\n\n  \n\t\nc",
+            b"\xEF\xBB\xBF{\"x\":1}\n{\"y\":2}\n",
+            b"\xEF\xBB\xBF\n\xEF\xBB\xBFx\n",
+            b"short\nthis line is far too long for the limit\nok\n",
+            b"this line is far too long for the limit and has no newline",
+            b"123456789\n1234567890\n12345678901\n123456789\r\n1234567890\r\n",
+            b"\r\r\n\r\nx\r\r\n",
+        ];
+        for input in inputs {
+            let want = naive_split(input, 10);
+            for sizes in [&[1][..], &[2], &[3, 1], &[7], &[64], &[1, 100, 5]] {
+                assert_eq!(
+                    feed(input, sizes, 10),
+                    want,
+                    "input {:?} sizes {sizes:?}",
+                    String::from_utf8_lossy(input)
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn newline_on_either_side_of_the_read_size_boundary() {
+        for len in [
+            MIN_READ - 2,
+            MIN_READ - 1,
+            MIN_READ,
+            MIN_READ + 1,
+            2 * MIN_READ,
+        ] {
+            let mut input = vec![b'x'; len];
+            input.push(b'\n');
+            input.extend_from_slice(b"next\n");
+            let want = naive_split(&input, 4 * MIN_READ);
+            assert_eq!(feed(&input, &[MIN_READ], 4 * MIN_READ), want, "len {len}");
+            assert_eq!(
+                feed(&input, &[MIN_READ - 1], 4 * MIN_READ),
+                want,
+                "len {len}"
+            );
+            assert_eq!(want.len(), 2);
+        }
+    }
+
+    #[test]
+    fn a_line_exactly_at_the_limit_is_accepted_and_one_more_byte_is_not() {
+        let max = 100;
+        let mut input = vec![b'a'; max];
+        input.extend_from_slice(b"\r\n");
+        input.extend(vec![b'b'; max + 1]);
+        input.extend_from_slice(b"\nc\n");
+        let got = feed(&input, &[1, 13], max);
+        assert_eq!(got, vec![Ok(vec![b'a'; max]), Err(()), Ok(b"c".to_vec())]);
+    }
+
+    #[test]
+    fn an_oversize_line_is_reported_once_and_never_buffered() {
+        let max = 1000;
+        let mut lb = LineBuffer::new(max);
+        let mut reports = 0;
+        for _ in 0..1000 {
+            let spare = lb.spare();
+            spare[..MIN_READ].fill(b'z');
+            lb.commit(MIN_READ);
+            while let Some(line) = lb.next_line() {
+                assert_eq!(line, Line::Oversize);
+                reports += 1;
+            }
+            assert!(lb.capacity() <= 4 * MIN_READ, "capacity {}", lb.capacity());
+        }
+        assert_eq!(reports, 1);
+        let spare = lb.spare();
+        spare[..8].copy_from_slice(b"zz\nnext\n");
+        lb.commit(8);
+        assert_eq!(lb.next_line(), Some(Line::Complete(b"next")));
+        assert_eq!(lb.next_line(), None);
+    }
+
+    #[test]
+    fn memory_is_given_back_after_a_large_line() {
+        let mut lb = LineBuffer::new(64 << 20);
+        let big = 8 << 20;
+        let mut sent = 0;
+        while sent < big {
+            let spare = lb.spare();
+            let n = spare.len().min(big - sent);
+            spare[..n].fill(b'q');
+            lb.commit(n);
+            sent += n;
+            assert_eq!(lb.next_line(), None);
+        }
+        let spare = lb.spare();
+        spare[0] = b'\n';
+        lb.commit(1);
+        assert!(matches!(lb.next_line(), Some(Line::Complete(l)) if l.len() == big));
+        assert!(lb.capacity() >= big);
+        lb.spare();
+        assert!(lb.capacity() <= 2 * MIN_READ, "capacity {}", lb.capacity());
+    }
+
+    #[test]
+    fn scanning_is_incremental() {
+        // 64 MiB arriving in 64 KiB reads: quadratic rescanning would take minutes; linear takes
+        // milliseconds. The bound only catches the quadratic case.
+        let started = std::time::Instant::now();
+        let total = 64 << 20;
+        let mut lb = LineBuffer::new(total);
+        let mut sent = 0;
+        while sent < total {
+            let spare = lb.spare();
+            let n = spare.len().min(MIN_READ).min(total - sent);
+            spare[..n].fill(b'a');
+            lb.commit(n);
+            sent += n;
+            assert_eq!(lb.next_line(), None);
+        }
+        let spare = lb.spare();
+        spare[0] = b'\n';
+        lb.commit(1);
+        assert!(matches!(lb.next_line(), Some(Line::Complete(l)) if l.len() == total));
+        assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    }
+}

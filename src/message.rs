@@ -1,0 +1,641 @@
+//! JSON-RPC 2.0 messages: what a line becomes, and the bytes a message is written as.
+
+use std::fmt;
+
+use serde_json::{Map, Number, Value};
+
+/// The id of a request: a string or an integer, echoed back exactly as received.
+///
+/// JSON-RPC also allows `null` and fractional numbers, but MCP forbids both, so a `RequestId`
+/// cannot hold them: a message carrying one is rejected with `-32600`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RequestId(IdRepr);
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum IdRepr {
+    // Integers keep their own JSON type, so `1` never comes back as `"1"`, and integers above
+    // 2^53 survive (no trip through f64).
+    Signed(i64),
+    Unsigned(u64),
+    Str(String),
+}
+
+impl RequestId {
+    /// Reads an id from a JSON value: a string or an integer (not a float, not null).
+    pub fn from_value(value: &Value) -> Option<RequestId> {
+        match value {
+            Value::String(s) => Some(RequestId(IdRepr::Str(s.clone()))),
+            Value::Number(n) => RequestId::from_number(n),
+            _ => None,
+        }
+    }
+
+    fn from_number(n: &Number) -> Option<RequestId> {
+        if let Some(i) = n.as_i64() {
+            Some(RequestId(IdRepr::Signed(i)))
+        } else {
+            n.as_u64().map(|u| RequestId(IdRepr::Unsigned(u)))
+        }
+    }
+
+    /// The id as a JSON value.
+    pub fn to_value(&self) -> Value {
+        match &self.0 {
+            IdRepr::Signed(i) => Value::from(*i),
+            IdRepr::Unsigned(u) => Value::from(*u),
+            IdRepr::Str(s) => Value::from(s.as_str()),
+        }
+    }
+
+    /// The id when it is a string.
+    pub fn as_str(&self) -> Option<&str> {
+        match &self.0 {
+            IdRepr::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The id when it is an integer that fits an `i64`.
+    pub fn as_i64(&self) -> Option<i64> {
+        match &self.0 {
+            IdRepr::Signed(i) => Some(*i),
+            _ => None,
+        }
+    }
+
+    fn write_json(&self, out: &mut Vec<u8>) {
+        match &self.0 {
+            IdRepr::Signed(i) => out.extend_from_slice(i.to_string().as_bytes()),
+            IdRepr::Unsigned(u) => out.extend_from_slice(u.to_string().as_bytes()),
+            IdRepr::Str(s) => write_json_value(out, &Value::String(s.clone())),
+        }
+    }
+}
+
+impl From<i64> for RequestId {
+    fn from(id: i64) -> RequestId {
+        RequestId(IdRepr::Signed(id))
+    }
+}
+
+impl From<i32> for RequestId {
+    fn from(id: i32) -> RequestId {
+        RequestId(IdRepr::Signed(id.into()))
+    }
+}
+
+impl From<u64> for RequestId {
+    fn from(id: u64) -> RequestId {
+        match i64::try_from(id) {
+            Ok(i) => RequestId(IdRepr::Signed(i)),
+            Err(_) => RequestId(IdRepr::Unsigned(id)),
+        }
+    }
+}
+
+impl From<&str> for RequestId {
+    fn from(id: &str) -> RequestId {
+        RequestId(IdRepr::Str(id.to_owned()))
+    }
+}
+
+impl From<String> for RequestId {
+    fn from(id: String) -> RequestId {
+        RequestId(IdRepr::Str(id))
+    }
+}
+
+impl fmt::Display for RequestId {
+    /// Formats the id as JSON (`7`, `"abc"`), so string and integer ids stay distinguishable.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            IdRepr::Signed(i) => write!(f, "{i}"),
+            IdRepr::Unsigned(u) => write!(f, "{u}"),
+            IdRepr::Str(s) => write!(f, "{}", Value::from(s.as_str())),
+        }
+    }
+}
+
+/// A JSON-RPC error code. Open-ended: codes this crate does not name round-trip unchanged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ErrorCode(pub i64);
+
+impl ErrorCode {
+    /// The line is not valid JSON (or not valid UTF-8).
+    pub const PARSE_ERROR: ErrorCode = ErrorCode(-32700);
+    /// Valid JSON that is not a valid JSON-RPC message.
+    pub const INVALID_REQUEST: ErrorCode = ErrorCode(-32600);
+    /// The method does not exist or is not available.
+    pub const METHOD_NOT_FOUND: ErrorCode = ErrorCode(-32601);
+    /// The method exists but its parameters are wrong.
+    pub const INVALID_PARAMS: ErrorCode = ErrorCode(-32602);
+    /// The handler failed (or panicked) while handling the request.
+    pub const INTERNAL_ERROR: ErrorCode = ErrorCode(-32603);
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// The error object of a JSON-RPC error response: what the peer sees.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ErrorObject {
+    /// The error code.
+    pub code: ErrorCode,
+    /// One short sentence.
+    pub message: String,
+    /// Free-form detail.
+    pub data: Option<Value>,
+}
+
+impl ErrorObject {
+    /// An error object with a code and a message and no data.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> ErrorObject {
+        ErrorObject {
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+
+    /// `-32601`, naming the method.
+    pub fn method_not_found(method: &str) -> ErrorObject {
+        ErrorObject::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            format!("method not found: {method}"),
+        )
+    }
+
+    /// `-32602` with a message saying what is wrong with the params.
+    pub fn invalid_params(message: impl Into<String>) -> ErrorObject {
+        ErrorObject::new(ErrorCode::INVALID_PARAMS, message)
+    }
+
+    /// `-32603` with a message.
+    pub fn internal(message: impl Into<String>) -> ErrorObject {
+        ErrorObject::new(ErrorCode::INTERNAL_ERROR, message)
+    }
+
+    /// Adds `data`.
+    pub fn with_data(mut self, data: Value) -> ErrorObject {
+        self.data = Some(data);
+        self
+    }
+
+    /// The error object as a JSON value.
+    pub fn to_value(&self) -> Value {
+        let mut map = Map::new();
+        map.insert("code".into(), Value::from(self.code.0));
+        map.insert("message".into(), Value::from(self.message.as_str()));
+        if let Some(data) = &self.data {
+            map.insert("data".into(), data.clone());
+        }
+        Value::Object(map)
+    }
+
+    fn from_value(value: &Value) -> Option<ErrorObject> {
+        let obj = value.as_object()?;
+        let code = obj.get("code")?.as_i64()?;
+        let message = obj.get("message")?.as_str()?;
+        Some(ErrorObject {
+            code: ErrorCode(code),
+            message: message.to_owned(),
+            data: obj.get("data").cloned(),
+        })
+    }
+}
+
+impl fmt::Display for ErrorObject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (code {})", self.message, self.code)
+    }
+}
+
+impl std::error::Error for ErrorObject {}
+
+/// A request: a method call that expects exactly one response.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    /// The id the response must carry.
+    pub id: RequestId,
+    /// The method name.
+    pub method: String,
+    /// The params: an object or an array, when present.
+    pub params: Option<Value>,
+}
+
+/// A notification: a method call that never gets a response, not even an error.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Notification {
+    /// The method name.
+    pub method: String,
+    /// The params: an object or an array, when present.
+    pub params: Option<Value>,
+}
+
+/// A response: the result of, or the error from, a request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Response {
+    /// The id of the request answered; `None` is JSON `null`, for errors about a message whose
+    /// id could not be read.
+    pub id: Option<RequestId>,
+    /// The result, or the error object.
+    pub result: Result<Value, ErrorObject>,
+}
+
+impl Response {
+    /// A successful response.
+    pub fn ok(id: RequestId, result: Value) -> Response {
+        Response {
+            id: Some(id),
+            result: Ok(result),
+        }
+    }
+
+    /// An error response; `id` is `None` when the request's id could not be read.
+    pub fn error(id: Option<RequestId>, error: ErrorObject) -> Response {
+        Response {
+            id,
+            result: Err(error),
+        }
+    }
+}
+
+/// One JSON-RPC 2.0 message.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Message {
+    /// A request.
+    Request(Request),
+    /// A notification.
+    Notification(Notification),
+    /// A response.
+    Response(Response),
+}
+
+impl From<Request> for Message {
+    fn from(r: Request) -> Message {
+        Message::Request(r)
+    }
+}
+
+impl From<Notification> for Message {
+    fn from(n: Notification) -> Message {
+        Message::Notification(n)
+    }
+}
+
+impl From<Response> for Message {
+    fn from(r: Response) -> Message {
+        Message::Response(r)
+    }
+}
+
+impl Message {
+    /// Parses one message from the bytes of a line (no newline).
+    ///
+    /// # Errors
+    /// Returns the error response the peer should get: `-32700` (id null) for bytes that are
+    /// not JSON or not UTF-8, `-32600` for JSON that is not a single valid message, with the id
+    /// when one can be read. A batch (array) is also `-32600` here; see [`Server::batches`].
+    ///
+    /// # Example
+    /// ```
+    /// use mcpipe::{Message, ErrorCode};
+    /// let msg = Message::from_slice(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).unwrap();
+    /// assert!(matches!(msg, Message::Request(ref r) if r.method == "ping"));
+    /// let err = Message::from_slice(b"{oops").unwrap_err();
+    /// assert_eq!(err.result.unwrap_err().code, ErrorCode::PARSE_ERROR);
+    /// ```
+    ///
+    /// [`Server::batches`]: crate::Server::batches
+    pub fn from_slice(bytes: &[u8]) -> Result<Message, Response> {
+        match parse_value(bytes)? {
+            Value::Array(_) => Err(invalid(None, "batches are not accepted here")),
+            value => classify(value),
+        }
+    }
+
+    /// Appends the message as one line of compact JSON, with its `\n`, to `out`.
+    ///
+    /// The line never contains a raw newline: JSON escapes newlines inside strings.
+    pub fn write_line(&self, out: &mut Vec<u8>) {
+        self.write_json(out);
+        out.push(b'\n');
+    }
+
+    /// Appends the message as compact JSON (no newline) to `out`.
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        match self {
+            Message::Request(r) => write_call(out, Some(&r.id), &r.method, r.params.as_ref()),
+            Message::Notification(n) => write_call(out, None, &n.method, n.params.as_ref()),
+            Message::Response(r) => write_response(out, r),
+        }
+    }
+
+    /// The message as a compact JSON line, with its `\n`.
+    pub fn to_line(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.write_line(&mut out);
+        out
+    }
+}
+
+/// A line after parsing, before dispatch.
+#[derive(Debug)]
+pub(crate) enum Parsed {
+    /// One valid message.
+    Single(Message),
+    /// An array: each element a message, or the error response its element gets.
+    Batch(Vec<Result<Message, Response>>),
+    /// Not a valid message: the error response to send.
+    Invalid(Response),
+}
+
+/// Parses a line that may be a batch.
+pub(crate) fn parse_line(bytes: &[u8]) -> Parsed {
+    let value = match parse_value(bytes) {
+        Ok(v) => v,
+        Err(response) => return Parsed::Invalid(response),
+    };
+    match value {
+        Value::Array(items) if items.is_empty() => {
+            Parsed::Invalid(invalid(None, "an empty batch is not a valid request"))
+        }
+        Value::Array(items) => Parsed::Batch(items.into_iter().map(classify).collect()),
+        value => match classify(value) {
+            Ok(m) => Parsed::Single(m),
+            Err(r) => Parsed::Invalid(r),
+        },
+    }
+}
+
+fn parse_value(bytes: &[u8]) -> Result<Value, Response> {
+    serde_json::from_slice(bytes).map_err(|e| {
+        Response::error(
+            None,
+            ErrorObject::new(ErrorCode::PARSE_ERROR, format!("parse error: {e}")),
+        )
+    })
+}
+
+fn invalid(id: Option<RequestId>, why: &str) -> Response {
+    Response::error(
+        id,
+        ErrorObject::new(
+            ErrorCode::INVALID_REQUEST,
+            format!("invalid request: {why}"),
+        ),
+    )
+}
+
+/// Classifies one JSON value as a message, per JSON-RPC 2.0 with MCP's id rules.
+fn classify(value: Value) -> Result<Message, Response> {
+    let Value::Object(mut obj) = value else {
+        return Err(invalid(None, "a message must be a JSON object"));
+    };
+    // The id is recovered first, so that every later complaint can carry it.
+    let id = match obj.get("id") {
+        None => None,
+        Some(v) => match RequestId::from_value(v) {
+            Some(id) => Some(id),
+            None if v.is_null() && !obj.contains_key("method") => None,
+            None => return Err(invalid(None, "id must be a string or an integer")),
+        },
+    };
+    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Err(invalid(id, "\"jsonrpc\" must be \"2.0\""));
+    }
+    if let Some(method) = obj.remove("method") {
+        let Value::String(method) = method else {
+            return Err(invalid(id, "method must be a string"));
+        };
+        let params = match obj.remove("params") {
+            None => None,
+            Some(p @ (Value::Object(_) | Value::Array(_))) => Some(p),
+            Some(_) => return Err(invalid(id, "params must be an object or an array")),
+        };
+        return Ok(match id {
+            Some(id) => Message::Request(Request { id, method, params }),
+            None => Message::Notification(Notification { method, params }),
+        });
+    }
+    let has_id = obj.contains_key("id");
+    match (obj.remove("result"), obj.remove("error")) {
+        (Some(_), Some(_)) => Err(invalid(
+            id,
+            "a response has either result or error, not both",
+        )),
+        (Some(result), None) => match id {
+            Some(id) => Ok(Message::Response(Response::ok(id, result))),
+            None => Err(invalid(
+                None,
+                "a result response needs a string or integer id",
+            )),
+        },
+        (None, Some(error)) => match ErrorObject::from_value(&error) {
+            // An error response may carry a null (or, from MCP 2025-11-25, no) id.
+            Some(error) => Ok(Message::Response(Response::error(id, error))),
+            None => Err(invalid(
+                id,
+                "error must be an object with an integer code and a string message",
+            )),
+        },
+        (None, None) if has_id || id.is_some() => Err(invalid(
+            id,
+            "a message needs a method, a result or an error",
+        )),
+        (None, None) => Err(invalid(
+            None,
+            "a message needs a method, a result or an error",
+        )),
+    }
+}
+
+fn write_json_value(out: &mut Vec<u8>, value: &Value) {
+    // Writing a `Value` into a `Vec` cannot fail: `Value` serialisation has no fallible parts
+    // (map keys are strings) and `Vec` writes are infallible.
+    serde_json::to_writer(&mut *out, value).expect("serialising a Value into a Vec cannot fail");
+}
+
+fn write_call(out: &mut Vec<u8>, id: Option<&RequestId>, method: &str, params: Option<&Value>) {
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\"");
+    if let Some(id) = id {
+        out.extend_from_slice(b",\"id\":");
+        id.write_json(out);
+    }
+    out.extend_from_slice(b",\"method\":");
+    write_json_value(out, &Value::String(method.to_owned()));
+    if let Some(params) = params {
+        out.extend_from_slice(b",\"params\":");
+        write_json_value(out, params);
+    }
+    out.push(b'}');
+}
+
+fn write_response(out: &mut Vec<u8>, response: &Response) {
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    match &response.id {
+        Some(id) => id.write_json(out),
+        None => out.extend_from_slice(b"null"),
+    }
+    match &response.result {
+        Ok(result) => {
+            out.extend_from_slice(b",\"result\":");
+            write_json_value(out, result);
+        }
+        Err(error) => {
+            out.extend_from_slice(b",\"error\":");
+            write_json_value(out, &error.to_value());
+        }
+    }
+    out.push(b'}');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn error_of(bytes: &[u8]) -> (Option<RequestId>, ErrorCode) {
+        let r = Message::from_slice(bytes).unwrap_err();
+        (r.id, r.result.unwrap_err().code)
+    }
+
+    #[test]
+    fn request_notification_and_response_are_told_apart() {
+        let m = Message::from_slice(br#"{"jsonrpc":"2.0","id":"a","method":"m","params":{}}"#);
+        assert!(matches!(m, Ok(Message::Request(_))));
+        let m = Message::from_slice(br#"{"jsonrpc":"2.0","method":"m"}"#);
+        assert!(matches!(m, Ok(Message::Notification(_))));
+        let m = Message::from_slice(br#"{"jsonrpc":"2.0","id":3,"result":{}}"#);
+        assert!(matches!(
+            m,
+            Ok(Message::Response(Response { result: Ok(_), .. }))
+        ));
+        let m = Message::from_slice(
+            br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}"#,
+        );
+        assert!(matches!(
+            m,
+            Ok(Message::Response(Response {
+                id: None,
+                result: Err(_)
+            }))
+        ));
+    }
+
+    #[test]
+    fn invalid_json_and_invalid_utf8_are_parse_errors_with_null_id() {
+        assert_eq!(error_of(b"{"), (None, ErrorCode::PARSE_ERROR));
+        assert_eq!(error_of(b"\"\xff\""), (None, ErrorCode::PARSE_ERROR));
+        assert_eq!(error_of(br#""\ud800""#), (None, ErrorCode::PARSE_ERROR));
+    }
+
+    #[test]
+    fn invalid_requests_keep_their_id_when_it_can_be_read() {
+        let cases: &[(&[u8], Option<RequestId>)] = &[
+            (br#"{"jsonrpc":"2.0","id":5}"#, Some(5.into())),
+            (br#"{"jsonrpc":"1.0","id":5,"method":"m"}"#, Some(5.into())),
+            (br#"{"id":"x","method":"m"}"#, Some("x".into())),
+            (br#"{"jsonrpc":"2.0","id":7,"method":3}"#, Some(7.into())),
+            (
+                br#"{"jsonrpc":"2.0","id":7,"method":"m","params":"s"}"#,
+                Some(7.into()),
+            ),
+            (
+                br#"{"jsonrpc":"2.0","id":7,"result":1,"error":{"code":1,"message":"m"}}"#,
+                Some(7.into()),
+            ),
+            (br#"{"jsonrpc":"2.0","id":{},"method":"m"}"#, None),
+            (br#"{"jsonrpc":"2.0","id":[1],"method":"m"}"#, None),
+            (br#"{"jsonrpc":"2.0","id":true,"method":"m"}"#, None),
+            (br#"{"jsonrpc":"2.0","id":1.5,"method":"m"}"#, None),
+            (br#"{"jsonrpc":"2.0","id":null,"method":"m"}"#, None),
+            (br#"{"jsonrpc":"2.0","method":"m"},"#, None),
+            (b"42", None),
+            (b"null", None),
+            (br#"{"foo":"bar"}"#, None),
+        ];
+        for (line, id) in cases {
+            let r = Message::from_slice(line);
+            let Err(response) = r else {
+                // The trailing-comma case is a parse error, checked separately.
+                panic!("{} was accepted", String::from_utf8_lossy(line));
+            };
+            assert_eq!(&response.id, id, "{}", String::from_utf8_lossy(line));
+        }
+        assert_eq!(
+            error_of(br#"{"jsonrpc":"2.0","id":7,"method":3}"#).1,
+            ErrorCode::INVALID_REQUEST
+        );
+    }
+
+    #[test]
+    fn ids_round_trip_exactly() {
+        for raw in [
+            r#"0"#,
+            r#"-1"#,
+            r#"9007199254740993"#,
+            r#"18446744073709551615"#,
+            r#"-9223372036854775808"#,
+            r#""a\"b\\c\n""#,
+            r#""""#,
+        ] {
+            let line = format!(r#"{{"jsonrpc":"2.0","id":{raw},"method":"m"}}"#);
+            let Ok(Message::Request(r)) = Message::from_slice(line.as_bytes()) else {
+                panic!("{line} not a request");
+            };
+            let out = Message::Response(Response::ok(r.id, json!({}))).to_line();
+            let back: Value = serde_json::from_slice(&out).unwrap();
+            let want: Value = serde_json::from_str(raw).unwrap();
+            assert_eq!(back["id"], want, "{raw}");
+            let text = String::from_utf8(out).unwrap();
+            if !raw.starts_with('"') {
+                assert!(text.contains(&format!("\"id\":{raw}")), "{text}");
+            }
+        }
+    }
+
+    #[test]
+    fn written_lines_have_exactly_one_newline_at_the_end() {
+        let m = Message::Notification(Notification {
+            method: "a\nb".into(),
+            params: Some(json!({"text": "line1\nline2\r\n"})),
+        });
+        let line = m.to_line();
+        assert_eq!(line.iter().filter(|&&b| b == b'\n').count(), 1);
+        assert_eq!(line.last(), Some(&b'\n'));
+        assert_eq!(Message::from_slice(&line[..line.len() - 1]).unwrap(), m);
+    }
+
+    #[test]
+    fn empty_batch_is_one_invalid_request() {
+        let Parsed::Invalid(r) = parse_line(b"[]") else {
+            panic!("empty batch accepted")
+        };
+        assert_eq!(r.id, None);
+        assert_eq!(r.result.unwrap_err().code, ErrorCode::INVALID_REQUEST);
+    }
+
+    #[test]
+    fn batch_elements_are_classified_one_by_one() {
+        let Parsed::Batch(items) = parse_line(
+            br#"[{"jsonrpc":"2.0","id":1,"method":"a"},1,{"jsonrpc":"2.0","method":"n"}]"#,
+        ) else {
+            panic!("not a batch")
+        };
+        assert!(matches!(items[0], Ok(Message::Request(_))));
+        assert!(items[1].is_err());
+        assert!(matches!(items[2], Ok(Message::Notification(_))));
+    }
+
+    #[test]
+    fn deep_nesting_is_an_error_not_a_stack_overflow() {
+        let mut line = Vec::new();
+        line.extend(std::iter::repeat(b'[').take(100_000));
+        line.extend(std::iter::repeat(b']').take(100_000));
+        assert!(matches!(parse_line(&line), Parsed::Invalid(_)));
+    }
+}

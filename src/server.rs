@@ -1,0 +1,407 @@
+//! The event loop: read lines, hand messages to the handler, write responses, sleep only when
+//! there is nothing at all to do.
+
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::time::{Duration, Instant};
+
+use crate::connection::{Connection, ConnectionConfig, Fill};
+use crate::error::{Error, Outcome};
+use crate::handler::{catch_panic, Context, Handler};
+use crate::message::{ErrorCode, ErrorObject, Message, Parsed, Response};
+use crate::stdio_guard::StdioGuard;
+use crate::sys;
+
+/// How long a signal or orphan shutdown may spend writing what is queued.
+const SHUTDOWN_FLUSH_GRACE: Duration = Duration::from_millis(50);
+
+/// A configured JSON-RPC loop. Build one with [`Server::new`] and the setters, then call
+/// [`Server::serve_stdio`] or [`Server::serve`].
+///
+/// # Example
+/// ```no_run
+/// use mcpipe::{Context, ErrorObject, Handler, Request, Server};
+/// use serde_json::{json, Value};
+///
+/// struct Echo;
+/// impl Handler for Echo {
+///     fn handle_request(&mut self, req: Request, _cx: &mut Context<'_>) -> Result<Value, ErrorObject> {
+///         match req.method.as_str() {
+///             "echo" => Ok(req.params.unwrap_or(json!({}))),
+///             other => Err(ErrorObject::method_not_found(other)),
+///         }
+///     }
+/// }
+///
+/// let outcome = Server::new().serve_stdio(&mut Echo)?;
+/// eprintln!("server ended: {outcome}");
+/// # Ok::<(), mcpipe::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Server {
+    idle_timeout: Option<Duration>,
+    max_message_bytes: usize,
+    max_output_bytes: usize,
+    batches: bool,
+    handle_signals: bool,
+    guard_stdout: bool,
+    orphan_check: Option<Duration>,
+    log_bad_input: bool,
+}
+
+impl Default for Server {
+    fn default() -> Server {
+        Server::new()
+    }
+}
+
+impl Server {
+    /// A server with the defaults: idle hook after 60 s, 64 MiB message limit, 64 MiB output
+    /// bound, batches accepted, signals handled, stdout guarded, no orphan check.
+    pub fn new() -> Server {
+        Server {
+            idle_timeout: Some(Duration::from_secs(60)),
+            max_message_bytes: 64 << 20,
+            max_output_bytes: 64 << 20,
+            batches: true,
+            handle_signals: true,
+            guard_stdout: true,
+            orphan_check: None,
+            log_bad_input: true,
+        }
+    }
+
+    /// After this long with no input, [`Handler::on_idle`] runs once; `None` never runs it.
+    pub fn idle_timeout(mut self, timeout: Option<Duration>) -> Server {
+        self.idle_timeout = timeout;
+        self
+    }
+
+    /// The longest accepted message, in bytes (without its newline). A longer line is answered
+    /// with `-32600` and its bytes are dropped as they arrive, never buffered.
+    pub fn max_message_bytes(mut self, bytes: usize) -> Server {
+        self.max_message_bytes = bytes.max(1);
+        self
+    }
+
+    /// How much output may wait for a peer that is not reading before the loop stops reading
+    /// input (backpressure).
+    pub fn max_output_bytes(mut self, bytes: usize) -> Server {
+        self.max_output_bytes = bytes.max(1);
+        self
+    }
+
+    /// Whether JSON-RPC batches are accepted at all; [`Handler::accepts_batches`] can refuse
+    /// them as well. A refused batch gets one `-32600` error.
+    pub fn batches(mut self, accept: bool) -> Server {
+        self.batches = accept;
+        self
+    }
+
+    /// Whether SIGTERM, SIGINT and SIGHUP end the loop gracefully (the default). Embedders that
+    /// own signal handling turn this off.
+    pub fn handle_signals(mut self, handle: bool) -> Server {
+        self.handle_signals = handle;
+        self
+    }
+
+    /// Whether [`Server::serve_stdio`] moves the protocol off fds 0 and 1 while it serves (the
+    /// default), so that stray prints and children cannot corrupt it.
+    pub fn guard_stdout(mut self, guard: bool) -> Server {
+        self.guard_stdout = guard;
+        self
+    }
+
+    /// Checks every `interval` whether the parent process is gone, and ends the loop with
+    /// [`Outcome::Orphaned`] if so. Off by default (it is the one periodic wake-up).
+    pub fn orphan_check(mut self, interval: Option<Duration>) -> Server {
+        self.orphan_check = interval;
+        self
+    }
+
+    /// Whether bad input is described on stderr (rate-limited; on by default). It is counted in
+    /// [`Stats`](crate::Stats) either way.
+    pub fn log_bad_input(mut self, log: bool) -> Server {
+        self.log_bad_input = log;
+        self
+    }
+
+    /// Serves on stdin and stdout until end of input, a signal, or the peer going away.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the fds cannot be set up or polling fails.
+    pub fn serve_stdio<H: Handler>(&self, handler: &mut H) -> Result<Outcome, Error> {
+        if self.guard_stdout {
+            let guard = StdioGuard::new().map_err(|e| Error::io("guarding stdout", e))?;
+            let outcome = self.serve(guard.input(), guard.output(), handler);
+            drop(guard);
+            outcome
+        } else {
+            self.serve(io::stdin().as_fd(), io::stdout().as_fd(), handler)
+        }
+    }
+
+    /// Serves on any pair of fds (pipes, sockets, files; the same fd twice for a socket).
+    ///
+    /// The fds' flags are the same afterwards as before.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the fds cannot be set up or polling fails.
+    pub fn serve<H: Handler>(
+        &self,
+        input: BorrowedFd<'_>,
+        output: BorrowedFd<'_>,
+        handler: &mut H,
+    ) -> Result<Outcome, Error> {
+        let config = ConnectionConfig {
+            max_message_bytes: self.max_message_bytes,
+            max_output_bytes: self.max_output_bytes,
+            handle_signals: self.handle_signals,
+            log_bad_input: self.log_bad_input,
+        };
+        let mut conn = Connection::new(input, output, &config)?;
+        self.run(&mut conn, handler)
+    }
+
+    fn run(&self, conn: &mut Connection, handler: &mut dyn Handler) -> Result<Outcome, Error> {
+        let parent = self.orphan_check.map(|_| sys::parent_pid());
+        let mut idle_fired = false;
+        loop {
+            if let Some(signo) = conn.signal {
+                return Ok(self.shut_down(conn, handler, Outcome::Signal(signo)));
+            }
+            if conn.peer_gone {
+                return Ok(self.shut_down(conn, handler, Outcome::PeerGone));
+            }
+            if parent.is_some_and(|p| p != sys::parent_pid()) {
+                return Ok(self.shut_down(conn, handler, Outcome::Orphaned));
+            }
+
+            // Handle every message that is already here, unless the output is at its bound.
+            let mut stopped_by_backpressure = false;
+            let mut handled = false;
+            loop {
+                if conn.output_full() {
+                    stopped_by_backpressure = true;
+                    break;
+                }
+                let Some(parsed) = conn.next_parsed() else {
+                    break;
+                };
+                self.dispatch(conn, handler, parsed);
+                handled = true;
+                if conn.peer_gone {
+                    break;
+                }
+            }
+            if handled {
+                conn.last_input = Instant::now();
+                idle_fired = false;
+            }
+            conn.flush();
+            if conn.peer_gone || (stopped_by_backpressure && !conn.output_full()) {
+                continue;
+            }
+            if !stopped_by_backpressure {
+                if conn.input_eof() {
+                    // `next_parsed` has also taken the last line without a newline.
+                    return Ok(self.shut_down(conn, handler, Outcome::Eof));
+                }
+                if conn.input_ready() {
+                    match conn.fill()? {
+                        Fill::Bytes(_) => {
+                            idle_fired = false;
+                            continue;
+                        }
+                        Fill::Eof => continue,
+                        Fill::WouldBlock => {}
+                    }
+                }
+            }
+
+            // THE ONE PLACE THE LOOP SLEEPS. The buffer-before-poll rule: we get here only when
+            // (a) no complete line waits in the line buffer or the read-ahead queue (`next_parsed`
+            // said `None`) and the kernel has no unread input for us (the last read said
+            // `WouldBlock`: the poller is edge-triggered, so we read until then), or (b) the
+            // output queue is at its bound, where taking more input would grow memory without
+            // limit: then we sleep until the peer reads. Polling in any other state could sleep
+            // while a request waits — the buffered-reader hang this crate exists to prevent.
+            let idle_deadline = match self.idle_timeout {
+                Some(timeout) if !idle_fired => Some(conn.last_input + timeout),
+                _ => None,
+            };
+            let now = Instant::now();
+            let timeout = [
+                idle_deadline.map(|d| d.saturating_duration_since(now)),
+                self.orphan_check,
+            ]
+            .into_iter()
+            .flatten()
+            .min();
+            conn.wait(timeout)?;
+            if let Some(deadline) = idle_deadline {
+                if Instant::now() >= deadline && !conn.input_ready() && conn.signal.is_none() {
+                    idle_fired = true;
+                    conn.stats.idle_hooks += 1;
+                    let result = catch_panic(|| handler.on_idle(&mut Context::new(conn, None)));
+                    if let Err(panic) = result {
+                        conn.stats.handler_panics += 1;
+                        eprintln!("mcpipe: the idle hook panicked: {panic}");
+                    }
+                    conn.flush();
+                }
+            }
+        }
+    }
+
+    /// Hands one parsed line to the handler and queues whatever answers it.
+    fn dispatch(&self, conn: &mut Connection, handler: &mut dyn Handler, parsed: Parsed) {
+        match parsed {
+            Parsed::Single(message) => {
+                if let Some(response) = handle_message(conn, handler, message) {
+                    conn.enqueue(&Message::Response(response));
+                }
+            }
+            Parsed::Invalid(response) => conn.enqueue(&Message::Response(response)),
+            Parsed::Batch(items) => {
+                if !(self.batches && handler.accepts_batches()) {
+                    conn.stats.bad_messages += 1;
+                    conn.diagnostics
+                        .report(|| "a batch arrived where batches are not accepted".to_owned());
+                    let error = ErrorObject::new(
+                        ErrorCode::INVALID_REQUEST,
+                        "invalid request: batches are not accepted",
+                    );
+                    conn.enqueue(&Message::Response(Response::error(None, error)));
+                    return;
+                }
+                let mut responses = Vec::new();
+                for item in items {
+                    match item {
+                        Ok(message) => responses.extend(handle_message(conn, handler, message)),
+                        Err(response) => {
+                            conn.stats.bad_messages += 1;
+                            responses.push(response);
+                        }
+                    }
+                }
+                // A batch of notifications only gets no reply at all, never `[]`.
+                if !responses.is_empty() {
+                    let out = conn.queue.buffer();
+                    out.push(b'[');
+                    for (i, response) in responses.into_iter().enumerate() {
+                        if i > 0 {
+                            out.push(b',');
+                        }
+                        Message::Response(response).write_json(out);
+                    }
+                    out.extend_from_slice(b"]\n");
+                    conn.flush_if_large();
+                }
+            }
+        }
+    }
+
+    /// Ends the loop: writes what is queued (as far as the peer reads), runs the shutdown hook,
+    /// writes what it sent.
+    fn shut_down(
+        &self,
+        conn: &mut Connection,
+        handler: &mut dyn Handler,
+        outcome: Outcome,
+    ) -> Outcome {
+        let grace = match outcome {
+            Outcome::Eof => None,
+            _ => Some(Instant::now() + SHUTDOWN_FLUSH_GRACE),
+        };
+        drain_output(conn, grace);
+        let result = catch_panic(|| handler.on_shutdown(&outcome, &mut Context::new(conn, None)));
+        if let Err(panic) = result {
+            conn.stats.handler_panics += 1;
+            eprintln!("mcpipe: the shutdown hook panicked: {panic}");
+        }
+        drain_output(conn, grace.map(|_| Instant::now() + SHUTDOWN_FLUSH_GRACE));
+        outcome
+    }
+}
+
+/// Writes queued output until it is all written, the peer is gone, a signal arrives (during an
+/// unbounded drain), or `deadline` passes.
+fn drain_output(conn: &mut Connection, deadline: Option<Instant>) {
+    loop {
+        conn.flush();
+        if conn.output_pending() == 0 || conn.peer_gone {
+            return;
+        }
+        let timeout = match deadline {
+            Some(d) => {
+                let left = d.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return;
+                }
+                Some(left)
+            }
+            None if conn.signal.is_some() => return,
+            None => None,
+        };
+        if conn.wait(timeout).is_err() {
+            return;
+        }
+    }
+}
+
+/// Calls the handler for one message, catching panics; returns the response to send, if any.
+fn handle_message(
+    conn: &mut Connection,
+    handler: &mut dyn Handler,
+    message: Message,
+) -> Option<Response> {
+    match message {
+        Message::Request(request) => {
+            conn.stats.requests += 1;
+            let id = request.id.clone();
+            let method = request.method.clone();
+            let result = catch_panic(|| {
+                handler.handle_request(request, &mut Context::new(conn, Some(id.clone())))
+            });
+            Some(match result {
+                Ok(result) => Response {
+                    id: Some(id),
+                    result,
+                },
+                Err(panic) => {
+                    conn.stats.handler_panics += 1;
+                    eprintln!("mcpipe: the handler panicked on {method} (id {id}): {panic}");
+                    Response::error(
+                        Some(id),
+                        ErrorObject::internal(format!(
+                            "internal error: the handler panicked while handling {method}"
+                        )),
+                    )
+                }
+            })
+        }
+        Message::Notification(notification) => {
+            conn.stats.notifications += 1;
+            let method = notification.method.clone();
+            let result = catch_panic(|| {
+                handler.handle_notification(notification, &mut Context::new(conn, None))
+            });
+            if let Err(panic) = result {
+                conn.stats.handler_panics += 1;
+                eprintln!("mcpipe: the handler panicked on notification {method}: {panic}");
+            }
+            None
+        }
+        Message::Response(response) => {
+            conn.stats.responses += 1;
+            let result =
+                catch_panic(|| handler.handle_response(response, &mut Context::new(conn, None)));
+            if let Err(panic) = result {
+                conn.stats.handler_panics += 1;
+                eprintln!("mcpipe: the handler panicked on a response: {panic}");
+            }
+            None
+        }
+    }
+}

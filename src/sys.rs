@@ -1,0 +1,422 @@
+//! The only module with `unsafe`: thin, checked wrappers over the libc calls the crate needs.
+//!
+//! Every wrapper converts the libc return value into `io::Result` once, here, and decides EINTR
+//! itself (retried, except where a caller must see it). File descriptors go in as `BorrowedFd` and
+//! come out as `OwnedFd`, so only `OwnedFd` ever closes one.
+#![allow(unsafe_code)]
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Mutex;
+
+/// Turns a libc `-1` return into the current `errno` as an `io::Error`.
+fn cvt<T: PartialEq + From<i8>>(ret: T) -> io::Result<T> {
+    if ret == T::from(-1) {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+/// Runs `f` again while it fails with EINTR.
+fn retry<T>(mut f: impl FnMut() -> io::Result<T>) -> io::Result<T> {
+    loop {
+        match f() {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            other => return other,
+        }
+    }
+}
+
+/// `read(2)` into `buf`, retrying EINTR. Blocks only if the description is blocking.
+pub(crate) fn read(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
+    retry(|| {
+        // SAFETY: `buf` is a valid, writable region of `buf.len()` bytes for the whole call, and
+        // `fd` is borrowed, so it stays open for the call.
+        let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        cvt(n).map(|n| n as usize)
+    })
+}
+
+/// `recv(2)` with `MSG_DONTWAIT`: a non-blocking read from a socket that leaves the shared open
+/// file description's flags alone.
+pub(crate) fn recv_nowait(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
+    retry(|| {
+        // SAFETY: as in `read`: a valid writable buffer and an fd that is open for the call.
+        let n = unsafe {
+            libc::recv(
+                fd.as_raw_fd(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                libc::MSG_DONTWAIT,
+            )
+        };
+        cvt(n).map(|n| n as usize)
+    })
+}
+
+/// `write(2)` from `buf`, retrying EINTR.
+pub(crate) fn write(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<usize> {
+    retry(|| {
+        // SAFETY: `buf` is a valid readable region of `buf.len()` bytes; `fd` is open.
+        let n = unsafe { libc::write(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len()) };
+        cvt(n).map(|n| n as usize)
+    })
+}
+
+/// `send(2)` with `MSG_DONTWAIT` (and `MSG_NOSIGNAL` where it exists): a non-blocking write to a
+/// socket that never raises SIGPIPE and leaves the description's flags alone.
+pub(crate) fn send_nowait(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<usize> {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    let flags = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    let flags = libc::MSG_DONTWAIT;
+    retry(|| {
+        // SAFETY: `buf` is a valid readable region of `buf.len()` bytes; `fd` is open.
+        let n = unsafe { libc::send(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len(), flags) };
+        cvt(n).map(|n| n as usize)
+    })
+}
+
+/// What kind of file an fd refers to, as far as reading and polling it differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FileKind {
+    /// A regular file: reads never block, and epoll refuses it.
+    Regular,
+    /// A pipe or FIFO.
+    Fifo,
+    /// A socket.
+    Socket,
+    /// A character device: a tty, `/dev/null`, ...
+    CharDevice,
+    /// Anything else (directories, block devices, ...).
+    Other,
+}
+
+/// `fstat(2)` reduced to the file kind. Fails with EBADF when the fd is closed.
+pub(crate) fn file_kind(fd: RawFd) -> io::Result<FileKind> {
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: `st` is a properly sized, writable `stat` buffer; fstat only writes into it and
+    // reports EBADF for an fd that is not open, so any `fd` value is safe to pass.
+    cvt(unsafe { libc::fstat(fd, st.as_mut_ptr()) })?;
+    // SAFETY: fstat returned 0, so it initialised the whole struct.
+    let mode = unsafe { st.assume_init() }.st_mode & libc::S_IFMT;
+    Ok(match mode {
+        libc::S_IFREG => FileKind::Regular,
+        libc::S_IFIFO => FileKind::Fifo,
+        libc::S_IFSOCK => FileKind::Socket,
+        libc::S_IFCHR => FileKind::CharDevice,
+        _ => FileKind::Other,
+    })
+}
+
+/// Opens `path` with `flags | O_CLOEXEC`.
+pub(crate) fn open(path: &str, flags: libc::c_int) -> io::Result<OwnedFd> {
+    let c_path = CString::new(path).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    retry(|| {
+        // SAFETY: `c_path` is a NUL-terminated string that lives for the call.
+        let fd = unsafe { libc::open(c_path.as_ptr(), flags | libc::O_CLOEXEC) };
+        cvt(fd)?;
+        // SAFETY: open returned a new fd that nothing else owns.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    })
+}
+
+/// Opens a second, private open file description for the pipe behind `fd`, non-blocking and
+/// close-on-exec, through `/proc/self/fd`. Linux only: elsewhere it fails with `Unsupported`.
+///
+/// Setting `O_NONBLOCK` on an inherited fd would change the description shared with the parent
+/// and with our own children; a private description can be non-blocking without that.
+pub(crate) fn reopen_nonblocking(fd: BorrowedFd<'_>, for_write: bool) -> io::Result<OwnedFd> {
+    if !cfg!(target_os = "linux") {
+        return Err(io::Error::from(io::ErrorKind::Unsupported));
+    }
+    let access = if for_write {
+        libc::O_WRONLY
+    } else {
+        libc::O_RDONLY
+    };
+    open(
+        &format!("/proc/self/fd/{}", fd.as_raw_fd()),
+        access | libc::O_NONBLOCK,
+    )
+}
+
+/// The file status flags (`F_GETFL`) of `fd`.
+pub(crate) fn status_flags(fd: BorrowedFd<'_>) -> io::Result<libc::c_int> {
+    // SAFETY: F_GETFL takes no pointer argument; `fd` is open.
+    cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) })
+}
+
+fn set_status_flags(fd: RawFd, flags: libc::c_int) -> io::Result<()> {
+    // SAFETY: F_SETFL takes an integer argument; an fd that is not open gives EBADF.
+    cvt(unsafe { libc::fcntl(fd, libc::F_SETFL, flags) }).map(drop)
+}
+
+/// Sets `O_NONBLOCK` on an fd and puts the original flags back when dropped (on every exit path,
+/// unwinding included). Used only where a private description cannot be had.
+#[derive(Debug)]
+pub(crate) struct NonBlockingGuard {
+    fd: RawFd,
+    original: libc::c_int,
+}
+
+impl NonBlockingGuard {
+    /// Records the flags of `fd` and sets `O_NONBLOCK`. The caller keeps `fd` open for the
+    /// guard's life.
+    pub(crate) fn new(fd: BorrowedFd<'_>) -> io::Result<NonBlockingGuard> {
+        let original = status_flags(fd)?;
+        if original & libc::O_NONBLOCK == 0 {
+            set_status_flags(fd.as_raw_fd(), original | libc::O_NONBLOCK)?;
+        }
+        Ok(NonBlockingGuard {
+            fd: fd.as_raw_fd(),
+            original,
+        })
+    }
+}
+
+impl Drop for NonBlockingGuard {
+    fn drop(&mut self) {
+        // Best effort: the fd may already be gone, and there is nothing better to do then.
+        let _ = set_status_flags(self.fd, self.original);
+    }
+}
+
+/// Duplicates `fd` to the lowest free fd at or above `min`, close-on-exec.
+pub(crate) fn dup_cloexec(fd: BorrowedFd<'_>, min: RawFd) -> io::Result<OwnedFd> {
+    // SAFETY: F_DUPFD_CLOEXEC takes an integer argument and returns a new fd that we own.
+    let new = cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, min) })?;
+    // SAFETY: `new` is a fresh fd owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(new) })
+}
+
+/// Points fd number `target` at the file behind `src` (`dup2(2)`), closing what `target` held.
+///
+/// `target` is one of the standard fds the caller deliberately redirects; whoever owns it in
+/// Rust (nobody, for 0, 1 and 2) keeps using the number.
+pub(crate) fn redirect(src: BorrowedFd<'_>, target: RawFd) -> io::Result<()> {
+    retry(|| {
+        // SAFETY: dup2 atomically replaces `target`; it does not touch memory. Only the standard
+        // fds are passed as `target`, which no `OwnedFd` in this process owns.
+        cvt(unsafe { libc::dup2(src.as_raw_fd(), target) }).map(drop)
+    })
+}
+
+/// The parent process id.
+pub(crate) fn parent_pid() -> libc::pid_t {
+    // SAFETY: getppid cannot fail and has no arguments.
+    unsafe { libc::getppid() }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Signals: a self-pipe per subscriber. The handler only writes one byte (the signal number) to
+// each subscriber's pipe, ignores EAGAIN, and saves and restores errno. Everything else happens in
+// the event loop, which drains its pipe before acting.
+// ---------------------------------------------------------------------------------------------
+
+/// The signals that end the loop gracefully.
+pub(crate) const SHUTDOWN_SIGNALS: [libc::c_int; 3] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP];
+
+const SLOTS: usize = 32;
+#[allow(clippy::declare_interior_mutable_const)] // Only used to initialise the array below.
+const EMPTY_SLOT: AtomicI32 = AtomicI32::new(-1);
+/// Write ends of the subscribers' pipes; -1 marks a free slot. Read by the signal handler.
+static SIGNAL_PIPES: [AtomicI32; SLOTS] = [EMPTY_SLOT; SLOTS];
+
+struct SignalState {
+    subscribers: usize,
+    previous: Vec<(libc::c_int, libc::sigaction)>,
+    sigpipe_users: usize,
+    previous_sigpipe: Option<libc::sigaction>,
+}
+
+static SIGNAL_STATE: Mutex<SignalState> = Mutex::new(SignalState {
+    subscribers: 0,
+    previous: Vec::new(),
+    sigpipe_users: 0,
+    previous_sigpipe: None,
+});
+
+fn errno_location() -> *mut libc::c_int {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    // SAFETY: returns the calling thread's errno slot; always valid.
+    return unsafe { libc::__errno_location() };
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    // SAFETY: returns the calling thread's errno slot; always valid.
+    return unsafe { libc::__error() };
+}
+
+extern "C" fn on_shutdown_signal(signo: libc::c_int) {
+    // Only async-signal-safe work here: atomics, write(2), errno.
+    let errno = errno_location();
+    // SAFETY: the errno slot of this thread is valid for reads and writes.
+    let saved = unsafe { *errno };
+    let byte = signo as u8;
+    for slot in &SIGNAL_PIPES {
+        let fd = slot.load(Ordering::Relaxed);
+        if fd >= 0 {
+            // SAFETY: writing one byte from a valid stack location. The fd may have been closed
+            // concurrently; write then fails with EBADF, which is harmless. A full pipe gives
+            // EAGAIN (the pipe is non-blocking): one pending byte is enough to wake the loop.
+            unsafe { libc::write(fd, (&byte as *const u8).cast(), 1) };
+        }
+    }
+    // SAFETY: as above.
+    unsafe { *errno = saved };
+}
+
+fn install(signo: libc::c_int, handler: libc::sighandler_t) -> io::Result<libc::sigaction> {
+    // SAFETY: a zeroed sigaction is a valid value (empty mask, no flags) that we then fill in.
+    let mut new: libc::sigaction = unsafe { std::mem::zeroed() };
+    new.sa_sigaction = handler;
+    new.sa_flags = libc::SA_RESTART;
+    // SAFETY: `new.sa_mask` is a valid sigset to initialise.
+    unsafe { libc::sigemptyset(&mut new.sa_mask) };
+    // SAFETY: as above; `old` receives the previous action.
+    let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: both pointers are to valid sigaction values for the duration of the call.
+    cvt(unsafe { libc::sigaction(signo, &new, &mut old) })?;
+    Ok(old)
+}
+
+fn restore(signo: libc::c_int, old: &libc::sigaction) {
+    // SAFETY: `old` is an action previously returned by sigaction for this signal.
+    unsafe { libc::sigaction(signo, old, std::ptr::null_mut()) };
+}
+
+fn lock_state() -> std::sync::MutexGuard<'static, SignalState> {
+    // The state stays consistent even if a holder panicked: every update is a single step.
+    SIGNAL_STATE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A subscription to SIGTERM, SIGINT and SIGHUP: while it lives, each of those signals writes its
+/// number to the given pipe instead of ending the process. The process's previous handlers come
+/// back when the last subscription is dropped.
+#[derive(Debug)]
+pub(crate) struct SignalSubscription {
+    slot: usize,
+}
+
+impl SignalSubscription {
+    /// Subscribes the pipe whose (non-blocking) write end is `write_fd`. The caller keeps it open
+    /// for the subscription's life.
+    pub(crate) fn new(write_fd: BorrowedFd<'_>) -> io::Result<SignalSubscription> {
+        let mut state = lock_state();
+        let slot = SIGNAL_PIPES
+            .iter()
+            .position(|s| s.load(Ordering::Relaxed) == -1)
+            .ok_or_else(|| io::Error::other("too many concurrent signal subscriptions"))?;
+        if state.subscribers == 0 {
+            let mut previous = Vec::new();
+            for signo in SHUTDOWN_SIGNALS {
+                match install(
+                    signo,
+                    on_shutdown_signal as extern "C" fn(libc::c_int) as usize as libc::sighandler_t,
+                ) {
+                    Ok(old) => previous.push((signo, old)),
+                    Err(e) => {
+                        for (signo, old) in &previous {
+                            restore(*signo, old);
+                        }
+                        return Err(e);
+                    }
+                }
+            }
+            state.previous = previous;
+        }
+        state.subscribers += 1;
+        SIGNAL_PIPES[slot].store(write_fd.as_raw_fd(), Ordering::SeqCst);
+        Ok(SignalSubscription { slot })
+    }
+}
+
+impl Drop for SignalSubscription {
+    fn drop(&mut self) {
+        let mut state = lock_state();
+        SIGNAL_PIPES[self.slot].store(-1, Ordering::SeqCst);
+        state.subscribers -= 1;
+        if state.subscribers == 0 {
+            for (signo, old) in std::mem::take(&mut state.previous) {
+                restore(signo, &old);
+            }
+        }
+    }
+}
+
+/// While it lives, SIGPIPE is ignored, so a write to a closed pipe fails with EPIPE instead of
+/// killing the process. The previous disposition comes back when the last guard is dropped.
+#[derive(Debug)]
+pub(crate) struct SigpipeIgnored(());
+
+impl SigpipeIgnored {
+    /// Ignores SIGPIPE (reference counted across threads).
+    pub(crate) fn new() -> io::Result<SigpipeIgnored> {
+        let mut state = lock_state();
+        if state.sigpipe_users == 0 {
+            state.previous_sigpipe = Some(install(libc::SIGPIPE, libc::SIG_IGN)?);
+        }
+        state.sigpipe_users += 1;
+        Ok(SigpipeIgnored(()))
+    }
+}
+
+impl Drop for SigpipeIgnored {
+    fn drop(&mut self) {
+        let mut state = lock_state();
+        state.sigpipe_users -= 1;
+        if state.sigpipe_users == 0 {
+            if let Some(old) = state.previous_sigpipe.take() {
+                restore(libc::SIGPIPE, &old);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+
+    #[test]
+    fn file_kind_tells_pipes_files_and_closed_fds_apart() {
+        let (r, _w) = mio::unix::pipe::new().unwrap();
+        assert_eq!(file_kind(r.as_raw_fd()).unwrap(), FileKind::Fifo);
+        let f = std::fs::File::open("Cargo.toml").unwrap();
+        assert_eq!(file_kind(f.as_raw_fd()).unwrap(), FileKind::Regular);
+        let null = std::fs::File::open("/dev/null").unwrap();
+        assert_eq!(file_kind(null.as_raw_fd()).unwrap(), FileKind::CharDevice);
+        let err = file_kind(100_000).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EBADF));
+    }
+
+    #[test]
+    fn non_blocking_guard_restores_the_original_flags() {
+        let f = std::fs::File::open("/dev/null").unwrap();
+        let before = status_flags(f.as_fd()).unwrap();
+        {
+            let _guard = NonBlockingGuard::new(f.as_fd()).unwrap();
+            assert_ne!(status_flags(f.as_fd()).unwrap() & libc::O_NONBLOCK, 0);
+        }
+        assert_eq!(status_flags(f.as_fd()).unwrap(), before);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn reopened_pipe_is_non_blocking_but_the_original_is_untouched() {
+        let mut fds = [0; 2];
+        // SAFETY: test-only; `fds` has room for the two fds pipe writes.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        // SAFETY: the fds were just created and are owned here.
+        let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let private = reopen_nonblocking(r.as_fd(), false).unwrap();
+        assert_eq!(status_flags(r.as_fd()).unwrap() & libc::O_NONBLOCK, 0);
+        let mut buf = [0u8; 8];
+        let err = read(private.as_fd(), &mut buf).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
+        write(w.as_fd(), b"hi").unwrap();
+        assert_eq!(read(private.as_fd(), &mut buf).unwrap(), 2);
+    }
+}

@@ -1,0 +1,161 @@
+//! Bytes waiting for a writable fd: coalesced, written in as few calls as the fd allows, bounded.
+
+use std::io;
+
+use crate::message::Message;
+
+/// Output written so far shrinks back to this after a large burst.
+const KEEP_CAPACITY: usize = 1 << 20;
+
+/// A byte queue that accepts whole messages and hands them to a non-blocking writer.
+#[derive(Debug)]
+pub(crate) struct WriteQueue {
+    /// Serialised lines; `buf[pos..]` is still to be written. Invariant: `pos <= buf.len()`.
+    buf: Vec<u8>,
+    pos: usize,
+    /// Past this many pending bytes the queue is full: the loop stops taking input.
+    bound: usize,
+}
+
+impl WriteQueue {
+    /// An empty queue that counts as full at `bound` pending bytes.
+    pub(crate) fn new(bound: usize) -> WriteQueue {
+        WriteQueue {
+            buf: Vec::new(),
+            pos: 0,
+            bound,
+        }
+    }
+
+    /// Appends one message as a line.
+    pub(crate) fn push(&mut self, message: &Message) {
+        message.write_line(&mut self.buf);
+    }
+
+    /// Appends raw bytes that already form complete lines.
+    #[cfg(test)]
+    pub(crate) fn push_bytes(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// The buffer to serialise into directly; the caller appends whole lines only.
+    pub(crate) fn buffer(&mut self) -> &mut Vec<u8> {
+        &mut self.buf
+    }
+
+    /// Bytes still to be written.
+    pub(crate) fn pending(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    /// Whether the queue holds at least its bound: time to stop reading input.
+    pub(crate) fn is_full(&self) -> bool {
+        self.pending() >= self.bound
+    }
+
+    /// Writes as much as `write` takes, until the queue is empty or `write` would block.
+    ///
+    /// Returns `Ok(true)` when the queue is empty, `Ok(false)` when the fd would block.
+    ///
+    /// # Errors
+    /// Any error of `write` other than `WouldBlock` (EPIPE when the peer is gone).
+    pub(crate) fn write_to(
+        &mut self,
+        mut write: impl FnMut(&[u8]) -> io::Result<usize>,
+    ) -> io::Result<bool> {
+        while self.pos < self.buf.len() {
+            match write(&self.buf[self.pos..]) {
+                Ok(0) => return Err(io::Error::from(io::ErrorKind::WriteZero)),
+                Ok(n) => self.pos += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.compact();
+                    return Ok(false);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        self.buf.clear();
+        self.pos = 0;
+        if self.buf.capacity() > KEEP_CAPACITY {
+            self.buf.shrink_to(KEEP_CAPACITY);
+        }
+        Ok(true)
+    }
+
+    /// Drops written bytes from the front once they are the larger part of the buffer.
+    fn compact(&mut self) {
+        if self.pos > KEEP_CAPACITY && self.pos * 2 > self.buf.len() {
+            self.buf.drain(..self.pos);
+            self.pos = 0;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::{Notification, Response};
+    use serde_json::json;
+
+    #[test]
+    fn partial_writes_resume_where_they_stopped() {
+        let mut q = WriteQueue::new(1 << 20);
+        for i in 0..100 {
+            q.push(&Message::Response(Response::ok(i.into(), json!({"i": i}))));
+        }
+        let total = q.pending();
+        let mut out = Vec::new();
+        let mut budget = 7;
+        loop {
+            let done = q
+                .write_to(|b| {
+                    if budget == 0 {
+                        return Err(io::ErrorKind::WouldBlock.into());
+                    }
+                    budget -= 1;
+                    let n = b.len().min(33);
+                    out.extend_from_slice(&b[..n]);
+                    Ok(n)
+                })
+                .unwrap();
+            if done {
+                break;
+            }
+            budget = 7;
+        }
+        assert_eq!(out.len(), total);
+        assert_eq!(out.split(|&b| b == b'\n').count(), 101);
+        assert_eq!(q.pending(), 0);
+    }
+
+    #[test]
+    fn a_burst_is_written_in_one_call_when_the_fd_takes_it() {
+        let mut q = WriteQueue::new(1 << 20);
+        for _ in 0..50 {
+            q.push(&Message::Notification(Notification {
+                method: "n".into(),
+                params: None,
+            }));
+        }
+        let mut calls = 0;
+        assert!(q
+            .write_to(|b| {
+                calls += 1;
+                Ok(b.len())
+            })
+            .unwrap());
+        assert_eq!(calls, 1);
+    }
+
+    #[test]
+    fn full_at_the_bound() {
+        let mut q = WriteQueue::new(10);
+        assert!(!q.is_full());
+        q.push_bytes(b"0123456789\n");
+        assert!(q.is_full());
+        let err = q
+            .write_to(|_| Err(io::ErrorKind::BrokenPipe.into()))
+            .unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::BrokenPipe);
+    }
+}
