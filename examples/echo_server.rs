@@ -1,7 +1,7 @@
 //! A raw JSON-RPC server over stdio, for trying the loop by hand and for tests to spawn.
 //!
 //! Run: `cargo run --example echo_server -- [--idle-timeout-ms N] [--max-message-bytes N]
-//!       [--no-guard] [--no-signals] [--no-batches]`
+//!       [--no-guard] [--no-signals] [--no-batches] [--orphan-check-ms N] [--report-restore]`
 //! then type `{"jsonrpc":"2.0","id":1,"method":"echo","params":{"text":"hi"}}`.
 //!
 //! Methods: `echo` (returns its params), `sleep {ms}`, `fail {message}` (an error response),
@@ -81,8 +81,15 @@ fn noisy() {
         .status();
 }
 
+/// After the loop, fd 1 is the real stdout again: this line must reach it, after the protocol.
+#[allow(clippy::print_stdout)]
+fn say_stdout_is_back() {
+    println!("stdout restored");
+}
+
 fn run() -> Result<(), String> {
     let mut server = Server::new();
+    let mut report_restore = false;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut number = |name: &str| -> Result<u64, String> {
@@ -96,6 +103,11 @@ fn run() -> Result<(), String> {
             "--no-guard" => server.guard_stdout(false),
             "--no-signals" => server.handle_signals(false),
             "--no-batches" => server.batches(false),
+            "--orphan-check-ms" => server.orphan_check(Some(Duration::from_millis(number(&arg)?))),
+            "--report-restore" => {
+                report_restore = true;
+                server
+            }
             other => return Err(format!("unknown argument {other}")),
         };
     }
@@ -103,6 +115,9 @@ fn run() -> Result<(), String> {
         .serve_stdio(&mut Example { idle_runs: 0 })
         .map_err(|e| e.to_string())?;
     eprintln!("echo_server: ended: {outcome}");
+    if report_restore {
+        say_stdout_is_back();
+    }
     Ok(())
 }
 

@@ -379,6 +379,9 @@ async def run(args: argparse.Namespace, report: Report, server: ServerProcess) -
         if not connected:
             if isinstance(exc, FileNotFoundError) or "No such file" in reason:
                 reason = f"cannot start server {command!r}: {reason}"
+            rc = getattr(server.process, "returncode", None)
+            if rc is not None:
+                reason += f" (server exited with {'status ' + str(rc) if rc >= 0 else 'signal ' + str(-rc)})"
             report.fail("initialize", reason)
             for name in planned + ["no-transport-errors", "close"]:
                 report.fail(name, "not run: no session")

@@ -305,6 +305,9 @@ async function run(opts, state) {
   } catch (err) {
     let reason = describe(err);
     if (err && err.code === 'ENOENT') reason = `cannot start server '${command}': ${reason}`;
+    if (state.exit.seen) {
+      reason += ` (server exited with ${state.exit.signal ? `signal ${state.exit.signal}` : `status ${state.exit.code}`})`;
+    }
     fail('initialize', reason);
     for (const name of [...planned, 'no-transport-errors', 'close']) fail(name, 'not run: no session');
     await killServer(state);
