@@ -35,7 +35,7 @@ impl Diagnostics {
         let now = Instant::now();
         let window_over = self
             .window_start
-            .map_or(true, |start| now.duration_since(start) >= WINDOW);
+            .is_none_or(|start| now.duration_since(start) >= WINDOW);
         if window_over {
             if self.suppressed > 0 {
                 eprintln!(

@@ -634,8 +634,8 @@ mod tests {
     #[test]
     fn deep_nesting_is_an_error_not_a_stack_overflow() {
         let mut line = Vec::new();
-        line.extend(std::iter::repeat(b'[').take(100_000));
-        line.extend(std::iter::repeat(b']').take(100_000));
+        line.extend(std::iter::repeat_n(b'[', 100_000));
+        line.extend(std::iter::repeat_n(b']', 100_000));
         assert!(matches!(parse_line(&line), Parsed::Invalid(_)));
     }
 }
