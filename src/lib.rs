@@ -59,6 +59,11 @@ mod stdio_guard;
 mod sys;
 mod write_queue;
 
+/// The README's examples, compiled as doctests so that they cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 pub use error::{Error, Outcome};
 pub use handler::{Context, Handler, Stats};
 pub use message::{ErrorCode, ErrorObject, Message, Notification, Request, RequestId, Response};
