@@ -87,6 +87,22 @@ fn say_stdout_is_back() {
     println!("stdout restored");
 }
 
+/// The status flags of fds 0 and 1 as Linux shows them (empty elsewhere).
+fn std_fd_flags() -> Vec<String> {
+    (0..2)
+        .map(|fd| {
+            std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}"))
+                .ok()
+                .and_then(|info| {
+                    info.lines()
+                        .find(|l| l.starts_with("flags:"))
+                        .map(str::to_owned)
+                })
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
 fn run() -> Result<(), String> {
     let mut server = Server::new();
     let mut report_restore = false;
@@ -111,11 +127,16 @@ fn run() -> Result<(), String> {
             other => return Err(format!("unknown argument {other}")),
         };
     }
+    let flags_before = std_fd_flags();
     let outcome = server
         .serve_stdio(&mut Example { idle_runs: 0 })
         .map_err(|e| e.to_string())?;
     eprintln!("echo_server: ended: {outcome}");
     if report_restore {
+        eprintln!(
+            "echo_server: fd flags before: {flags_before:?} after: {:?}",
+            std_fd_flags()
+        );
         say_stdout_is_back();
     }
     Ok(())

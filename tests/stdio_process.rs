@@ -279,3 +279,107 @@ fn an_idle_server_does_not_wake_up_after_its_idle_hook() {
     assert_eq!(stats["result"]["idle_hooks"], 1);
     assert_eq!(stats["result"]["idle_runs"], 1);
 }
+
+/// Checks the example's `--report-restore` line: fds 0 and 1 have the flags they had before.
+fn assert_flags_restored(stderr: &str) {
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("fd flags before:"))
+        .unwrap_or_else(|| panic!("no flags report in: {stderr}"));
+    let (before, after) = line.split_once(" after: ").unwrap();
+    let before = before.split_once("before: ").unwrap().1;
+    assert_eq!(before, after, "{line}");
+    assert!(before.contains("flags:"), "{line}");
+}
+
+#[test]
+fn a_tty_as_stdin_and_stdout_works_and_its_flags_are_restored() {
+    // `script` runs the server on a pseudo-terminal: the one fd kind where the loop must set
+    // O_NONBLOCK on the shared description, and must restore it.
+    let _w = watchdog("a_tty_as_stdin_and_stdout_works", LIMIT);
+    let exe = example_binary("echo_server");
+    let mut child = Command::new("script")
+        .args([
+            "-qefc",
+            &format!("{} --report-restore", exe.display()),
+            "/dev/null",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run script(1)");
+    let output = util::line_channel(child.stdout.take().unwrap());
+    let mut stdin = child.stdin.take().unwrap();
+    stdin
+        .write_all(&request(1, "echo", json!({"via": "tty"})))
+        .unwrap();
+    let mut seen = String::new();
+    let started = Instant::now();
+    while !seen.contains(r#""id":1,"result":{"via":"tty"}"#) {
+        let line = output.recv_timeout(BOUND).unwrap_or_else(|_| {
+            let _ = child.kill();
+            panic!("no response through the tty; saw: {seen}")
+        });
+        seen.push_str(&String::from_utf8_lossy(&line));
+        assert!(started.elapsed() < BOUND);
+    }
+    // Ctrl-D at the start of a line: end of file on a tty in canonical mode.
+    stdin.write_all(b"\x04").unwrap();
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > BOUND {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the server on a tty did not end at Ctrl-D");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    assert!(status.success(), "{status}");
+    while let Ok(line) = output.recv_timeout(Duration::from_millis(200)) {
+        seen.push_str(&String::from_utf8_lossy(&line));
+    }
+    // With -e and a pty, the server's stderr reaches us through script's stdout.
+    assert!(
+        seen.contains("ended: the input reached end of file"),
+        "{seen}"
+    );
+    assert_flags_restored(&seen);
+}
+
+#[test]
+fn bad_input_is_logged_rate_limited_and_a_panic_is_reported_once() {
+    let _w = watchdog("bad_input_is_logged_rate_limited", LIMIT);
+    let mut server = Spawned::new(&[], Stdio::piped());
+    let mut garbage = Vec::new();
+    for i in 0..10_000 {
+        garbage.extend(format!("garbage line {i}\n").as_bytes());
+    }
+    let writer_input = server.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        let mut input = writer_input;
+        input.write_all(&garbage).unwrap();
+        input.write_all(&request("p", "panic", json!({}))).unwrap();
+        input.write_all(&request("s", "stats", json!({}))).unwrap();
+        input
+    });
+    for _ in 0..10_000 {
+        assert_eq!(server.recv()["error"]["code"], -32700);
+    }
+    assert_eq!(server.recv()["error"]["code"], -32603);
+    let stats = server.recv();
+    assert_eq!(stats["result"]["bad_messages"], 10_000);
+    drop(writer.join().unwrap());
+    assert!(server.wait_exit(BOUND).success());
+    let stderr = server.stderr_text();
+    let described = stderr.lines().filter(|l| l.contains("bad input")).count();
+    assert!(
+        (1..=20).contains(&described),
+        "{described} lines describe bad input"
+    );
+    assert_eq!(stderr.matches("panics on purpose").count(), 1, "{stderr}");
+    assert!(!stderr.contains("thread 'main' panicked"), "{stderr}");
+}
