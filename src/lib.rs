@@ -39,6 +39,40 @@
 //! }
 //! ```
 //!
+//! The same loop serves any pair of fds, which is how tests drive it. This example runs:
+//!
+//! ```
+//! use std::io::{Read, Write};
+//! use std::os::fd::AsFd;
+//! use mcpipe::{Context, ErrorObject, Handler, Outcome, Request, Server};
+//! use serde_json::{json, Value};
+//!
+//! struct Add;
+//! impl Handler for Add {
+//!     fn handle_request(&mut self, req: Request, _cx: &mut Context<'_>) -> Result<Value, ErrorObject> {
+//!         let p = req.params.unwrap_or(json!({}));
+//!         match (p["a"].as_i64(), p["b"].as_i64()) {
+//!             (Some(a), Some(b)) => Ok(json!(a + b)),
+//!             _ => Err(ErrorObject::invalid_params("add takes integers a and b")),
+//!         }
+//!     }
+//! }
+//!
+//! let (input, mut to_server) = std::io::pipe()?;
+//! let (mut from_server, output) = std::io::pipe()?;
+//! to_server.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"add\",\"params\":{\"a\":2,\"b\":3}}\n")?;
+//! drop(to_server); // end of input: the loop answers, then returns
+//! let outcome = Server::new()
+//!     .handle_signals(false)
+//!     .serve(input.as_fd(), output.as_fd(), &mut Add)?;
+//! assert_eq!(outcome, Outcome::Eof);
+//! drop(output);
+//! let mut answer = String::new();
+//! from_server.read_to_string(&mut answer)?;
+//! assert_eq!(answer, "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":5}\n");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! # Non-goals
 //! - No async runtime and no threads in the loop: handlers are synchronous.
 //! - No HTTP transport: stdio (and any pair of fds) only.
