@@ -205,7 +205,11 @@ impl Server {
                 idle_fired = false;
             }
             conn.flush();
-            if conn.peer_gone || (stopped_by_backpressure && !conn.output_full()) {
+            // A signal noticed while a handler waited is acted on at the top, never slept on.
+            if conn.peer_gone
+                || conn.signal.is_some()
+                || (stopped_by_backpressure && !conn.output_full())
+            {
                 continue;
             }
             if !stopped_by_backpressure {

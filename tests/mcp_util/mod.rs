@@ -207,7 +207,12 @@ impl Proc {
             if let Some(status) = self.child.try_wait().unwrap() {
                 return status.code();
             }
-            assert!(Instant::now() < deadline, "the server did not exit within {BOUND:?}");
+            assert!(
+                Instant::now() < deadline,
+                "the server did not exit within {BOUND:?}; stderr: {}; status: {}",
+                self.stderr.lock().unwrap(),
+                std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default()
+            );
             thread::sleep(Duration::from_millis(5));
         }
     }
