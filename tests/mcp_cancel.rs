@@ -55,7 +55,10 @@ fn a_request_queued_behind_a_running_one_is_dropped_when_cancelled() {
     assert!(before.is_empty(), "{before:?}");
     assert_eq!(text(&sleep["result"]), "slept 300 ms");
     let next = demo.next();
-    assert_eq!(next["id"], 3, "the cancelled request must get no response: {next}");
+    assert_eq!(
+        next["id"], 3,
+        "the cancelled request must get no response: {next}"
+    );
     demo.call(4, "stats", json!({}));
     assert_eq!(demo.result(4)["structuredContent"]["cache_entries"], 0);
 }
@@ -69,9 +72,16 @@ fn a_cancelled_running_sleep_gets_no_response_and_the_next_request_is_prompt() {
     let start = Instant::now();
     demo.request(2, "ping", json!({}));
     let next = demo.next();
-    assert_eq!(next["id"], 2, "the cancelled sleep must get no response: {next}");
+    assert_eq!(
+        next["id"], 2,
+        "the cancelled sleep must get no response: {next}"
+    );
     // Generous: this only catches a sleep that did not stop.
-    assert!(start.elapsed() < Duration::from_secs(2), "{:?}", start.elapsed());
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        start.elapsed()
+    );
     assert_silent(&mut demo, Duration::from_millis(200));
 }
 
@@ -98,7 +108,8 @@ fn initialize_is_never_cancelled() {
     let mut demo = Proc::demo(&[]);
     let init = json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
         "protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}});
-    let cancel = json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":0}});
+    let cancel =
+        json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":0}});
     let mut bytes = serde_json::to_vec(&init).unwrap();
     bytes.push(b'\n');
     bytes.extend(serde_json::to_vec(&cancel).unwrap());
@@ -145,14 +156,21 @@ fn progress_is_sent_only_when_asked_for() {
         json!({ "name": "sleep", "arguments": { "ms": 150 }, "_meta": { "progressToken": 7 } }),
     );
     let (before, _) = demo.until_response(2);
-    assert!(before.iter().all(|m| m["params"]["progressToken"] == 7), "{before:?}");
+    assert!(
+        before.iter().all(|m| m["params"]["progressToken"] == 7),
+        "{before:?}"
+    );
     assert!(!before.is_empty());
 }
 
 #[test]
 fn a_cancelled_run_stops_the_whole_process_group_within_a_second() {
     let mut demo = ready(&["--allow-run"]);
-    demo.call(1, "run", json!({ "argv": ["sh", "-c", "sleep 120 & sleep 120"] }));
+    demo.call(
+        1,
+        "run",
+        json!({ "argv": ["sh", "-c", "sleep 120 & sleep 120"] }),
+    );
     // Wait until both sleeps run: the group is led by the `sh` child of the server.
     let deadline = Instant::now() + Duration::from_secs(10);
     let pgid = loop {
@@ -169,8 +187,15 @@ fn a_cancelled_run_stops_the_whole_process_group_within_a_second() {
     demo.cancel(1);
     demo.request(2, "ping", json!({}));
     let next = demo.next();
-    assert_eq!(next["id"], 2, "the cancelled run must get no response: {next}");
-    assert!(start.elapsed() < Duration::from_secs(1), "{:?}", start.elapsed());
+    assert_eq!(
+        next["id"], 2,
+        "the cancelled run must get no response: {next}"
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        start.elapsed()
+    );
     let deadline = Instant::now() + Duration::from_secs(5);
     while !live_in_group(pgid).is_empty() {
         assert!(
@@ -199,7 +224,11 @@ fn sigterm_during_a_running_child_stops_it_and_ends_the_server() {
     let start = Instant::now();
     demo.signal("TERM");
     assert_eq!(demo.wait_exit(), Some(0));
-    assert!(start.elapsed() < Duration::from_secs(2), "{:?}", start.elapsed());
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        start.elapsed()
+    );
     assert!(live_in_group(child).is_empty());
 }
 
@@ -211,7 +240,11 @@ fn sigterm_during_a_long_sleep_ends_the_server_promptly() {
     let start = Instant::now();
     demo.signal("TERM");
     assert_eq!(demo.wait_exit(), Some(0));
-    assert!(start.elapsed() < Duration::from_secs(2), "{:?}", start.elapsed());
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        start.elapsed()
+    );
 }
 
 /// Pids of the live children of `parent`.
@@ -226,13 +259,19 @@ fn zombie_children_of(parent: u32) -> Vec<u32> {
 fn proc_children(parent: u32, keep: impl Fn(&str) -> bool) -> Vec<u32> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
             continue;
         };
         let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
             continue;
         };
-        let Some(close) = stat.rfind(')') else { continue };
+        let Some(close) = stat.rfind(')') else {
+            continue;
+        };
         let fields: Vec<&str> = stat[close + 2..].split_whitespace().collect();
         if fields.len() > 1 && fields[1] == parent.to_string() && keep(fields[0]) {
             found.push(pid);

@@ -41,7 +41,12 @@ fn help_goes_to_stderr_and_exits_zero() {
     let (code, stdout, stderr) = run_demo(&["--help"]);
     assert_eq!(code, Some(0));
     assert!(stdout.is_empty());
-    for flag in ["--idle-timeout-ms", "--max-message-bytes", "--allow-run", "--help"] {
+    for flag in [
+        "--idle-timeout-ms",
+        "--max-message-bytes",
+        "--allow-run",
+        "--help",
+    ] {
         assert!(stderr.contains(flag), "{flag} missing from {stderr}");
     }
 }

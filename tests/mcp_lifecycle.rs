@@ -34,7 +34,10 @@ fn capabilities_list_what_is_registered() {
     let mut demo = Proc::demo(&[]);
     let caps = demo.initialize()["capabilities"].clone();
     for key in ["tools", "resources", "prompts", "logging"] {
-        assert!(caps.get(key).is_some_and(|v| v.is_object()), "{key} in {caps}");
+        assert!(
+            caps.get(key).is_some_and(|v| v.is_object()),
+            "{key} in {caps}"
+        );
     }
     assert!(caps.get("completions").is_none());
     demo.request(1, "completion/complete", json!({}));
@@ -74,7 +77,11 @@ fn requests_before_initialize_get_a_clear_error_but_ping_is_answered() {
 fn a_second_initialize_is_rejected() {
     let mut demo = Proc::demo(&[]);
     demo.initialize();
-    demo.request(1, "initialize", json!({ "protocolVersion": "2025-06-18", "capabilities": {} }));
+    demo.request(
+        1,
+        "initialize",
+        json!({ "protocolVersion": "2025-06-18", "capabilities": {} }),
+    );
     assert_eq!(demo.error_code(1), -32600);
 }
 
@@ -101,7 +108,14 @@ fn set_level_accepts_the_eight_levels_and_rejects_others() {
     let mut demo = Proc::demo(&[]);
     demo.initialize();
     let levels = [
-        "debug", "info", "notice", "warning", "error", "critical", "alert", "emergency",
+        "debug",
+        "info",
+        "notice",
+        "warning",
+        "error",
+        "critical",
+        "alert",
+        "emergency",
     ];
     for (i, level) in levels.iter().enumerate() {
         demo.request(i as i64 + 1, "logging/setLevel", json!({ "level": level }));

@@ -25,7 +25,11 @@ fn resources_list_shows_the_readme() {
 #[test]
 fn reading_the_readme_gives_text() {
     let mut demo = ready();
-    demo.request(1, "resources/read", json!({ "uri": "mcpipe://demo/readme" }));
+    demo.request(
+        1,
+        "resources/read",
+        json!({ "uri": "mcpipe://demo/readme" }),
+    );
     let result = demo.result(1);
     let contents = result["contents"].as_array().unwrap();
     assert_eq!(contents[0]["uri"], "mcpipe://demo/readme");
@@ -42,7 +46,11 @@ fn templates_are_listed_and_read_through() {
         result["resourceTemplates"][0]["uriTemplate"],
         "mcpipe://demo/echo/{text}"
     );
-    demo.request(2, "resources/read", json!({ "uri": "mcpipe://demo/echo/hello" }));
+    demo.request(
+        2,
+        "resources/read",
+        json!({ "uri": "mcpipe://demo/echo/hello" }),
+    );
     let result = demo.result(2);
     assert_eq!(result["contents"][0]["text"], "hello");
     assert_eq!(result["contents"][0]["uri"], "mcpipe://demo/echo/hello");
@@ -51,7 +59,11 @@ fn templates_are_listed_and_read_through() {
 #[test]
 fn an_unknown_resource_is_not_found_with_its_uri() {
     let mut demo = ready();
-    for (id, uri) in [(1, "mcpipe://demo/nothing"), (2, "mcpipe://demo/echo/"), (3, "")] {
+    for (id, uri) in [
+        (1, "mcpipe://demo/nothing"),
+        (2, "mcpipe://demo/echo/"),
+        (3, ""),
+    ] {
         demo.request(id, "resources/read", json!({ "uri": uri }));
         let response = demo.response(id);
         assert_eq!(response["error"]["code"], -32002, "{response}");
@@ -89,7 +101,11 @@ fn prompts_list_shows_greet_with_its_argument() {
 #[test]
 fn getting_greet_mentions_the_name() {
     let mut demo = ready();
-    demo.request(1, "prompts/get", json!({ "name": "greet", "arguments": { "name": "Ada" } }));
+    demo.request(
+        1,
+        "prompts/get",
+        json!({ "name": "greet", "arguments": { "name": "Ada" } }),
+    );
     let result = demo.result(1);
     let message = &result["messages"][0];
     assert_eq!(message["role"], "user");
@@ -103,7 +119,10 @@ fn prompt_errors_are_invalid_params() {
     demo.request(1, "prompts/get", json!({ "name": "greet" }));
     let response = demo.response(1);
     assert_eq!(response["error"]["code"], -32602);
-    assert!(response["error"]["message"].as_str().unwrap().contains("name"));
+    assert!(response["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("name"));
     demo.request(2, "prompts/get", json!({ "name": "nope" }));
     assert_eq!(demo.error_code(2), -32602);
     demo.request(3, "prompts/get", json!({}));

@@ -34,7 +34,10 @@ fn echo_returns_its_text() {
     let tricky = "héllo 🦀\nline two\t\"quoted\" \\ \u{2028}";
     demo.call(1, "echo", json!({ "text": tricky }));
     let result = demo.result(1);
-    assert_eq!(result["content"], json!([{ "type": "text", "text": tricky }]));
+    assert_eq!(
+        result["content"],
+        json!([{ "type": "text", "text": tricky }])
+    );
     assert!(result.get("isError").is_none());
 }
 
@@ -90,11 +93,17 @@ fn missing_or_wrong_arguments_are_error_results_naming_them() {
     demo.call(1, "echo", json!({}));
     let result = demo.result(1);
     assert_eq!(result["isError"], true);
-    assert_eq!(text(&result), "missing argument \"text\": expected a string");
+    assert_eq!(
+        text(&result),
+        "missing argument \"text\": expected a string"
+    );
     demo.call(2, "sleep", json!({ "ms": "long" }));
     let result = demo.result(2);
     assert_eq!(result["isError"], true);
-    assert_eq!(text(&result), "argument \"ms\" must be an integer, got a string");
+    assert_eq!(
+        text(&result),
+        "argument \"ms\" must be an integer, got a string"
+    );
     demo.call(3, "sleep", json!({ "ms": -5 }));
     assert_eq!(demo.result(3)["isError"], true);
 }
@@ -147,8 +156,16 @@ fn run_returns_exit_code_and_output() {
     demo.initialize();
     demo.request(1, "tools/list", json!({}));
     let tools = demo.result(1);
-    assert!(tools["tools"].as_array().unwrap().iter().any(|t| t["name"] == "run"));
-    demo.call(2, "run", json!({ "argv": ["sh", "-c", "echo out; echo err >&2; exit 3"] }));
+    assert!(tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|t| t["name"] == "run"));
+    demo.call(
+        2,
+        "run",
+        json!({ "argv": ["sh", "-c", "echo out; echo err >&2; exit 3"] }),
+    );
     let result = demo.result(2);
     let out = &result["structuredContent"];
     assert_eq!(out["exit_code"], 3, "{result}");
@@ -162,7 +179,11 @@ fn run_stops_a_command_at_its_timeout() {
     let mut demo = Proc::demo(&["--allow-run"]);
     demo.initialize();
     let start = std::time::Instant::now();
-    demo.call(1, "run", json!({ "argv": ["sleep", "30"], "timeout_ms": 100 }));
+    demo.call(
+        1,
+        "run",
+        json!({ "argv": ["sleep", "30"], "timeout_ms": 100 }),
+    );
     let result = demo.result(1);
     assert!(start.elapsed() < std::time::Duration::from_secs(5));
     assert_eq!(result["structuredContent"]["timed_out"], true, "{result}");

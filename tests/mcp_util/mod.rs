@@ -60,7 +60,9 @@ impl Proc {
                 if n == 0 {
                     break;
                 }
-                sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
             }
         });
         Proc {
@@ -102,7 +104,11 @@ impl Proc {
 
     /// Sends `tools/call`.
     pub fn call(&mut self, id: i64, tool: &str, arguments: Value) {
-        self.request(id, "tools/call", json!({ "name": tool, "arguments": arguments }));
+        self.request(
+            id,
+            "tools/call",
+            json!({ "name": tool, "arguments": arguments }),
+        );
     }
 
     /// Cancels request `id`.
@@ -248,14 +254,20 @@ pub fn live_in_group(pgid: u32) -> Vec<u32> {
         return found;
     };
     for entry in entries.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
             continue;
         };
         let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
             continue;
         };
         // Fields after the command name (which may hold spaces): state, ppid, pgrp, ...
-        let Some(close) = stat.rfind(')') else { continue };
+        let Some(close) = stat.rfind(')') else {
+            continue;
+        };
         let fields: Vec<&str> = stat[close + 2..].split_whitespace().collect();
         if fields.len() > 2 && fields[2] == pgid.to_string() && fields[0] != "Z" {
             found.push(pid);
