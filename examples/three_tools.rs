@@ -29,9 +29,7 @@ fn run() -> Result<(), mcpipe::Error> {
                 notes.calls += 1;
                 // A missing or non-integer argument becomes an isError result naming it.
                 let (a, b) = (args.integer("a")?, args.integer("b")?);
-                let sum = a
-                    .checked_add(b)
-                    .ok_or("the sum does not fit in 64 bits")?;
+                let sum = a.checked_add(b).ok_or("the sum does not fit in 64 bits")?;
                 Ok(ToolResult::structured(json!({ "sum": sum })))
             },
         )
@@ -47,8 +45,11 @@ fn run() -> Result<(), mcpipe::Error> {
             },
         )
         .tool(
-            Tool::new("count_to", "Counts to n, one number per 100 ms, with progress")
-                .arg("n", "integer", "Where to stop (at most 100)"),
+            Tool::new(
+                "count_to",
+                "Counts to n, one number per 100 ms, with progress",
+            )
+            .arg("n", "integer", "Where to stop (at most 100)"),
             |notes, args, cx| {
                 notes.calls += 1;
                 let n = args.integer("n")?.clamp(0, 100);
@@ -57,7 +58,11 @@ fn run() -> Result<(), mcpipe::Error> {
                     cx.sleep(Duration::from_millis(100))?;
                     cx.progress(i as f64, Some(n as f64), Some(&format!("counted to {i}")))?;
                 }
-                cx.log(LogLevel::Info, Some("count_to"), json!(format!("counted to {n}")))?;
+                cx.log(
+                    LogLevel::Info,
+                    Some("count_to"),
+                    json!(format!("counted to {n}")),
+                )?;
                 Ok(ToolResult::text(format!("counted to {n}")))
             },
         );

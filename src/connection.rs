@@ -503,3 +503,96 @@ impl Connection {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::os::unix::net::UnixStream;
+
+    fn connection(fd: &UnixStream) -> Connection {
+        let config = ConnectionConfig {
+            max_message_bytes: 1 << 20,
+            max_output_bytes: 1 << 20,
+            handle_signals: false,
+            log_bad_input: false,
+        };
+        let mut conn = Connection::new(fd.as_fd(), fd.as_fd(), &config).unwrap();
+        conn.cancel_method = Some("cancel".to_owned());
+        conn
+    }
+
+    fn ids(conn: &Connection) -> Vec<String> {
+        conn.deferred
+            .iter()
+            .map(|p| match p {
+                Parsed::Single(Message::Request(r)) => r.id.to_string(),
+                Parsed::Single(Message::Notification(n)) => n.method.clone(),
+                _ => "other".to_owned(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_cancellation_read_ahead_marks_the_queued_request_and_is_consumed() {
+        let (mut peer, ours) = UnixStream::pair().unwrap();
+        let mut conn = connection(&ours);
+        peer.write_all(
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"a\"}\n\
+              {\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"b\"}\n\
+              {\"jsonrpc\":\"2.0\",\"method\":\"cancel\",\"params\":{\"requestId\":2}}\n\
+              {\"jsonrpc\":\"2.0\",\"method\":\"cancel\",\"params\":{\"requestId\":9}}\n\
+              {\"jsonrpc\":\"2.0\",\"method\":\"other\"}\n",
+        )
+        .unwrap();
+        conn.fill().unwrap();
+        conn.read_ahead_buffered();
+        // Order kept; the matching cancellation consumed; the unknown one kept for the handler.
+        assert_eq!(ids(&conn), ["1", "2", "cancel", "other"]);
+        assert!(conn.cancelled_queued.contains(&RequestId::from(2)));
+        assert!(!conn.cancelled_queued.contains(&RequestId::from(9)));
+    }
+
+    #[test]
+    fn a_cancellation_of_the_running_request_flags_it() {
+        let (mut peer, ours) = UnixStream::pair().unwrap();
+        let mut conn = connection(&ours);
+        conn.running = Some(RequestId::from("r"));
+        peer.write_all(
+            b"{\"jsonrpc\":\"2.0\",\"method\":\"cancel\",\"params\":{\"requestId\":\"r\"}}\n",
+        )
+        .unwrap();
+        assert!(!conn.interrupted());
+        conn.peek(true);
+        assert!(conn.interrupted());
+        assert!(conn.deferred.is_empty());
+    }
+
+    #[test]
+    fn without_a_cancel_method_nothing_is_read_ahead() {
+        let (mut peer, ours) = UnixStream::pair().unwrap();
+        let mut conn = connection(&ours);
+        conn.cancel_method = None;
+        peer.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"a\"}\n")
+            .unwrap();
+        conn.fill().unwrap();
+        conn.read_ahead_buffered();
+        assert!(conn.deferred.is_empty());
+        assert!(matches!(conn.next_parsed(), Some(Parsed::Single(_))));
+    }
+
+    #[test]
+    fn the_awaited_response_is_kept_aside_and_others_stay_queued() {
+        let (mut peer, ours) = UnixStream::pair().unwrap();
+        let mut conn = connection(&ours);
+        conn.awaiting = Some(RequestId::from(7));
+        peer.write_all(
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n\
+              {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n",
+        )
+        .unwrap();
+        conn.peek(true);
+        assert_eq!(ids(&conn), ["1"]);
+        assert_eq!(conn.arrived.as_ref().unwrap().id, Some(RequestId::from(7)));
+    }
+}

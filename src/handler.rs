@@ -65,7 +65,8 @@ pub trait Handler {
     /// the running one sees [`Context::is_cancelled`] turn true and its response is
     /// suppressed. Such a notification is consumed by the loop. One naming an unknown or
     /// finished request (or without a readable `requestId`) reaches
-    /// [`handle_notification`](Handler::handle_notification) as usual.
+    /// [`handle_notification`](Handler::handle_notification) as usual. Cancellations are looked
+    /// for in single-message lines only: requests inside a batch run to completion.
     fn cancel_method(&self) -> Option<&str> {
         None
     }

@@ -39,6 +39,33 @@
 //! }
 //! ```
 //!
+//! # MCP servers
+//! [`McpServer`] implements [`Handler`] for the Model Context Protocol: register tools,
+//! resources, templates and prompts with closures over a state of yours, and the layer answers
+//! the lifecycle (version negotiation), listing with pagination, calls, reads, logging levels,
+//! cancellation and batches. Handlers get an [`McpContext`] for progress, logging, requests to
+//! the client and cancellable child processes.
+//!
+//! ```no_run
+//! use mcpipe::{McpServer, Tool, ToolResult};
+//!
+//! let mut server = McpServer::new("hello", "1.0.0", ())
+//!     .tool(Tool::new("hello", "Greets").arg("name", "string", "Who"), |_, args, _cx| {
+//!         Ok(ToolResult::text(format!("Hello, {}!", args.string("name")?)))
+//!     });
+//! server.serve_stdio()?;
+//! # Ok::<(), mcpipe::Error>(())
+//! ```
+//!
+//! # Cancellation inside one thread
+//! A handler runs on the loop's thread, so it lets the loop look at the input through its
+//! [`Context`]: [`Context::is_cancelled`] and [`Context::checkpoint`] peek without blocking
+//! (at most once per millisecond), [`Context::sleep`] waits on the input with a deadline, and
+//! [`Context::call`] and [`Context::run_command`] keep reading while they wait. Messages read
+//! this way stay queued in arrival order for after the handler returns. With a cancel method
+//! ([`Handler::cancel_method`]), a cancelled request that has not started is dropped, and a
+//! running one's response is suppressed.
+//!
 //! # Non-goals
 //! - No async runtime and no threads in the loop: handlers are synchronous.
 //! - No HTTP transport: stdio (and any pair of fds) only.
