@@ -1,7 +1,7 @@
 //! The I/O core a loop and its handlers share: the two endpoints, the line buffer, the write
 //! queue, the poller, and the signal pipe.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::io::{self, Read};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
@@ -13,13 +13,25 @@ use crate::endpoint::Endpoint;
 use crate::error::Error;
 use crate::handler::Stats;
 use crate::line_buffer::{Line, LineBuffer};
-use crate::message::{parse_line, ErrorCode, ErrorObject, Message, Parsed, Response};
+use crate::message::{parse_line, ErrorCode, ErrorObject, Message, Parsed, RequestId, Response};
 use crate::sys::{NonBlockingGuard, SignalSubscription, SigpipeIgnored};
 use crate::write_queue::WriteQueue;
 
 const INPUT: Token = Token(0);
 const OUTPUT: Token = Token(1);
 const SIGNALS: Token = Token(2);
+/// Tokens of a child's stdout and stderr while [`crate::Context::run_command`] waits for it.
+pub(crate) const CHILD_OUT: Token = Token(3);
+pub(crate) const CHILD_ERR: Token = Token(4);
+
+/// A handler reading ahead stops taking input once this many messages wait in the read-ahead
+/// queue, so a peer flooding a long-running handler cannot grow memory without bound. (Past
+/// it, a cancellation is noticed only after the handler returns.)
+const READ_AHEAD_LIMIT: usize = 10_000;
+
+/// The shortest time between two peeks at the input by [`Connection::peek`]: a handler that
+/// checks for cancellation in a tight loop costs at most a couple of syscalls per millisecond.
+const PEEK_INTERVAL: Duration = Duration::from_millis(1);
 
 /// Responses are written once this much has queued up, even mid-burst.
 const FLUSH_AT: usize = 64 * 1024;
@@ -92,6 +104,23 @@ pub(crate) struct Connection {
     /// When the last input bytes arrived.
     pub(crate) last_input: Instant,
     next_request_id: i64,
+    /// The method of the notification that cancels a request (`notifications/cancelled` in
+    /// MCP), from [`crate::Handler::cancel_method`]; `None` turns cancellation off.
+    pub(crate) cancel_method: Option<String>,
+    /// The request whose handler is running, if it may be cancelled.
+    pub(crate) running: Option<RequestId>,
+    /// The peer cancelled the running request.
+    pub(crate) running_cancelled: bool,
+    /// Ids of requests waiting in `deferred` that the peer cancelled before they started.
+    /// Invariant: every id here named a request in `deferred` when it was added, so the set is
+    /// never larger than the queue was.
+    pub(crate) cancelled_queued: HashSet<RequestId>,
+    /// The id of a request we sent and whose response a handler is waiting for.
+    pub(crate) awaiting: Option<RequestId>,
+    /// That response, once it arrived.
+    pub(crate) arrived: Option<Response>,
+    /// When a handler last peeked at the input (see `PEEK_INTERVAL`).
+    last_peek: Option<Instant>,
     pub(crate) stats: Stats,
     pub(crate) diagnostics: Diagnostics,
     max_message_bytes: usize,
@@ -143,6 +172,13 @@ impl Connection {
             signal: None,
             last_input: Instant::now(),
             next_request_id: 1,
+            cancel_method: None,
+            running: None,
+            running_cancelled: false,
+            cancelled_queued: HashSet::new(),
+            awaiting: None,
+            arrived: None,
+            last_peek: None,
             stats: Stats::default(),
             diagnostics: Diagnostics::new(config.log_bad_input),
             max_message_bytes: config.max_message_bytes,
@@ -195,6 +231,139 @@ impl Connection {
         if let Some(parsed) = self.deferred.pop_front() {
             return Some(parsed);
         }
+        self.parse_next_line()
+    }
+
+    /// Parses every complete line already in the line buffer into the read-ahead queue (no
+    /// syscall), so that cancellations among them take effect before the requests they name
+    /// start. Does nothing unless cancellation is on.
+    pub(crate) fn read_ahead_buffered(&mut self) {
+        if self.cancel_method.is_none() {
+            return;
+        }
+        while self.deferred.len() < READ_AHEAD_LIMIT {
+            let Some(parsed) = self.parse_next_line() else {
+                break;
+            };
+            self.defer(parsed);
+        }
+    }
+
+    /// Puts a message read ahead into the queue, unless it is the news a waiting handler needs:
+    /// a cancellation that names the running request or a queued one (recorded and consumed),
+    /// or the response a handler is waiting for (kept aside). Everything else keeps its place in
+    /// arrival order.
+    fn defer(&mut self, parsed: Parsed) {
+        match &parsed {
+            Parsed::Single(Message::Notification(n))
+                if Some(n.method.as_str()) == self.cancel_method.as_deref() =>
+            {
+                let target = n
+                    .params
+                    .as_ref()
+                    .and_then(|p| p.get("requestId"))
+                    .and_then(RequestId::from_value);
+                if let Some(id) = target {
+                    if self.running.as_ref() == Some(&id) {
+                        self.running_cancelled = true;
+                        return;
+                    }
+                    let queued = self
+                        .deferred
+                        .iter()
+                        .any(|p| matches!(p, Parsed::Single(Message::Request(r)) if r.id == id));
+                    if queued {
+                        self.cancelled_queued.insert(id);
+                        return;
+                    }
+                }
+                // Unknown, finished or malformed: the handler sees it in order (and may
+                // ignore it, as MCP says to).
+            }
+            Parsed::Single(Message::Response(r))
+                if r.id.is_some() && r.id == self.awaiting && self.arrived.is_none() =>
+            {
+                if let Parsed::Single(Message::Response(r)) = parsed {
+                    self.arrived = Some(r);
+                }
+                return;
+            }
+            _ => {}
+        }
+        self.deferred.push_back(parsed);
+    }
+
+    /// Whether the peer has cancelled the running request, or the loop must end (a shutdown
+    /// signal, the peer gone).
+    pub(crate) fn interrupted(&self) -> bool {
+        self.running_cancelled || self.signal.is_some() || self.peer_gone
+    }
+
+    /// A cheap, non-blocking look at the input for a handler at work: at most once per
+    /// `PEEK_INTERVAL` (unless `force`), asks the poller what is ready without sleeping, takes
+    /// one read of input if there is some, and reads ahead the complete lines. Also writes
+    /// queued output the peer can take.
+    pub(crate) fn peek(&mut self, force: bool) {
+        let now = Instant::now();
+        if !force
+            && self
+                .last_peek
+                .is_some_and(|t| now.duration_since(t) < PEEK_INTERVAL)
+        {
+            return;
+        }
+        self.last_peek = Some(now);
+        if self.wait(Some(Duration::ZERO)).is_err() {
+            return;
+        }
+        self.take_input();
+    }
+
+    /// Sleeps until input, a signal, writable output or `deadline`, then takes what arrived.
+    /// Returns early, without sleeping, when the handler is already interrupted.
+    pub(crate) fn wait_until(&mut self, deadline: Instant) -> Result<(), Error> {
+        if self.interrupted() {
+            return Ok(());
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        // A plain input (a regular file) cannot be polled but is always ready.
+        if !(self.input_ready() && self.deferred.len() < READ_AHEAD_LIMIT) {
+            self.wait(Some(left))?;
+        }
+        self.take_input();
+        Ok(())
+    }
+
+    /// Reads what the kernel holds (one read) and reads ahead its complete lines, then writes
+    /// queued output.
+    fn take_input(&mut self) {
+        if self.input_ready() && self.deferred.len() < READ_AHEAD_LIMIT {
+            // An error here is met again, and reported, by the loop's own read.
+            let _ = self.fill();
+        }
+        self.read_ahead_buffered();
+        self.flush();
+    }
+
+    /// Registers a child's pipe with the poller.
+    pub(crate) fn register_child(
+        &mut self,
+        pipe: &mut mio::unix::pipe::Receiver,
+        token: Token,
+    ) -> io::Result<()> {
+        self.poll
+            .registry()
+            .register(pipe, token, Interest::READABLE)
+    }
+
+    /// Removes a child's pipe from the poller.
+    pub(crate) fn deregister_child(&mut self, pipe: &mut mio::unix::pipe::Receiver) {
+        let _ = self.poll.registry().deregister(pipe);
+    }
+
+    /// Parses the next complete line of the buffer (at end of file also the last line without
+    /// a newline).
+    fn parse_next_line(&mut self) -> Option<Parsed> {
         let line = if self.input_eof {
             self.lines.finish()
         } else {
@@ -332,5 +501,98 @@ impl Connection {
                 Err(_) => break,
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::os::unix::net::UnixStream;
+
+    fn connection(fd: &UnixStream) -> Connection {
+        let config = ConnectionConfig {
+            max_message_bytes: 1 << 20,
+            max_output_bytes: 1 << 20,
+            handle_signals: false,
+            log_bad_input: false,
+        };
+        let mut conn = Connection::new(fd.as_fd(), fd.as_fd(), &config).unwrap();
+        conn.cancel_method = Some("cancel".to_owned());
+        conn
+    }
+
+    fn ids(conn: &Connection) -> Vec<String> {
+        conn.deferred
+            .iter()
+            .map(|p| match p {
+                Parsed::Single(Message::Request(r)) => r.id.to_string(),
+                Parsed::Single(Message::Notification(n)) => n.method.clone(),
+                _ => "other".to_owned(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_cancellation_read_ahead_marks_the_queued_request_and_is_consumed() {
+        let (mut peer, ours) = UnixStream::pair().unwrap();
+        let mut conn = connection(&ours);
+        peer.write_all(
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"a\"}\n\
+              {\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"b\"}\n\
+              {\"jsonrpc\":\"2.0\",\"method\":\"cancel\",\"params\":{\"requestId\":2}}\n\
+              {\"jsonrpc\":\"2.0\",\"method\":\"cancel\",\"params\":{\"requestId\":9}}\n\
+              {\"jsonrpc\":\"2.0\",\"method\":\"other\"}\n",
+        )
+        .unwrap();
+        conn.fill().unwrap();
+        conn.read_ahead_buffered();
+        // Order kept; the matching cancellation consumed; the unknown one kept for the handler.
+        assert_eq!(ids(&conn), ["1", "2", "cancel", "other"]);
+        assert!(conn.cancelled_queued.contains(&RequestId::from(2)));
+        assert!(!conn.cancelled_queued.contains(&RequestId::from(9)));
+    }
+
+    #[test]
+    fn a_cancellation_of_the_running_request_flags_it() {
+        let (mut peer, ours) = UnixStream::pair().unwrap();
+        let mut conn = connection(&ours);
+        conn.running = Some(RequestId::from("r"));
+        peer.write_all(
+            b"{\"jsonrpc\":\"2.0\",\"method\":\"cancel\",\"params\":{\"requestId\":\"r\"}}\n",
+        )
+        .unwrap();
+        assert!(!conn.interrupted());
+        conn.peek(true);
+        assert!(conn.interrupted());
+        assert!(conn.deferred.is_empty());
+    }
+
+    #[test]
+    fn without_a_cancel_method_nothing_is_read_ahead() {
+        let (mut peer, ours) = UnixStream::pair().unwrap();
+        let mut conn = connection(&ours);
+        conn.cancel_method = None;
+        peer.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"a\"}\n")
+            .unwrap();
+        conn.fill().unwrap();
+        conn.read_ahead_buffered();
+        assert!(conn.deferred.is_empty());
+        assert!(matches!(conn.next_parsed(), Some(Parsed::Single(_))));
+    }
+
+    #[test]
+    fn the_awaited_response_is_kept_aside_and_others_stay_queued() {
+        let (mut peer, ours) = UnixStream::pair().unwrap();
+        let mut conn = connection(&ours);
+        conn.awaiting = Some(RequestId::from(7));
+        peer.write_all(
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n\
+              {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n",
+        )
+        .unwrap();
+        conn.peek(true);
+        assert_eq!(ids(&conn), ["1"]);
+        assert_eq!(conn.arrived.as_ref().unwrap().id, Some(RequestId::from(7)));
     }
 }

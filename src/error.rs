@@ -42,6 +42,26 @@ pub enum Error {
     },
     /// The peer is gone: a message could not be sent because the output is closed.
     PeerGone,
+    /// The peer cancelled the request being handled (see [`Context::checkpoint`]).
+    ///
+    /// [`Context::checkpoint`]: crate::Context::checkpoint
+    Cancelled,
+    /// A shutdown signal (SIGTERM, SIGINT, SIGHUP) arrived while a handler was working: it should
+    /// stop, and the loop ends once it returns.
+    Shutdown,
+    /// A request sent to the peer got no response before its deadline.
+    Timeout,
+    /// The peer answered a request we sent with an error.
+    Remote(crate::ErrorObject),
+    /// The peer did not declare the capability a request needs, so it was not sent.
+    Unsupported(String),
+    /// A child process could not be started or waited for.
+    Child {
+        /// The program that was run.
+        program: String,
+        /// The underlying error.
+        source: io::Error,
+    },
 }
 
 impl Error {
@@ -55,6 +75,12 @@ impl fmt::Display for Error {
         match self {
             Error::Io { doing, source } => write!(f, "i/o error while {doing}: {source}"),
             Error::PeerGone => write!(f, "the peer closed the connection"),
+            Error::Cancelled => write!(f, "the request was cancelled"),
+            Error::Shutdown => write!(f, "the server is shutting down"),
+            Error::Timeout => write!(f, "no response before the deadline"),
+            Error::Remote(e) => write!(f, "the peer answered with an error: {e}"),
+            Error::Unsupported(why) => write!(f, "not supported by the peer: {why}"),
+            Error::Child { program, source } => write!(f, "running {program}: {source}"),
         }
     }
 }
@@ -62,8 +88,9 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Io { source, .. } => Some(source),
-            Error::PeerGone => None,
+            Error::Io { source, .. } | Error::Child { source, .. } => Some(source),
+            Error::Remote(e) => Some(e),
+            _ => None,
         }
     }
 }

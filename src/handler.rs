@@ -3,10 +3,13 @@
 use std::any::Any;
 use std::cell::{Cell, RefCell};
 use std::panic::{self, AssertUnwindSafe};
+use std::process::Command;
 use std::sync::Once;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::child::{self, ChildOutput};
 use crate::connection::Connection;
 use crate::error::{Error, Outcome};
 use crate::message::{ErrorObject, Message, Notification, Request, RequestId, Response};
@@ -53,6 +56,27 @@ pub trait Handler {
     fn accepts_batches(&self) -> bool {
         true
     }
+
+    /// The method of the notification that cancels a request, or `None` (the default: raw
+    /// JSON-RPC has no cancellation). The MCP layer answers `notifications/cancelled`.
+    ///
+    /// When set, the loop itself acts on these notifications, whose `params.requestId` names
+    /// the request: a request still waiting to start is dropped (never run, never answered);
+    /// the running one sees [`Context::is_cancelled`] turn true and its response is
+    /// suppressed. Such a notification is consumed by the loop. One naming an unknown or
+    /// finished request (or without a readable `requestId`) reaches
+    /// [`handle_notification`](Handler::handle_notification) as usual. Cancellations are looked
+    /// for in single-message lines only: requests inside a batch run to completion.
+    fn cancel_method(&self) -> Option<&str> {
+        None
+    }
+
+    /// Whether `request` may be cancelled; asked before it runs. The default says yes. (MCP
+    /// never cancels `initialize`.)
+    fn is_cancellable(&self, request: &Request) -> bool {
+        let _ = request;
+        true
+    }
 }
 
 /// Counters of what a loop has seen, readable from a handler through [`Context::stats`].
@@ -73,6 +97,8 @@ pub struct Stats {
     pub handler_panics: u64,
     /// Times the idle hook ran.
     pub idle_hooks: u64,
+    /// Requests the peer cancelled: dropped before they started, or answered by nobody.
+    pub cancelled: u64,
     /// Bytes read from the input.
     pub bytes_in: u64,
     /// Bytes written to the output.
@@ -152,8 +178,169 @@ impl<'a> Context<'a> {
         &self.conn.stats
     }
 
+    /// Whether the handler should stop: the peer cancelled the request being handled, a
+    /// shutdown signal arrived, or the peer went away.
+    ///
+    /// Non-blocking and cheap enough for a tight loop: at most once per millisecond it asks the
+    /// kernel, without sleeping, whether input waits, reads it into the line buffer, and looks
+    /// through the new complete lines for a cancellation. Every other message stays queued, in
+    /// arrival order, for after the handler returns. (Cancellation needs
+    /// [`Handler::cancel_method`]; signals and a vanished peer count always.)
+    pub fn is_cancelled(&mut self) -> bool {
+        if !self.conn.interrupted() {
+            self.conn.peek(false);
+        }
+        self.conn.interrupted()
+    }
+
+    /// [`Context::is_cancelled`] as a `Result`, for `?` at the points where a handler can
+    /// stop.
+    ///
+    /// # Errors
+    /// [`Error::Cancelled`] when the peer cancelled this request, [`Error::Shutdown`] when a
+    /// shutdown signal arrived, [`Error::PeerGone`] when the peer went away.
+    ///
+    /// # Example
+    /// ```
+    /// # fn work(cx: &mut mcpipe::Context<'_>) -> Result<u64, mcpipe::Error> {
+    /// let mut sum = 0u64;
+    /// for i in 0..10_000_000u64 {
+    ///     cx.checkpoint()?; // cheap: reads the input at most once per millisecond
+    ///     sum = sum.wrapping_add(i);
+    /// }
+    /// # Ok(sum) }
+    /// ```
+    pub fn checkpoint(&mut self) -> Result<(), Error> {
+        if self.is_cancelled() {
+            Err(self.interruption())
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Sleeps for `duration`, waking at once when the request is cancelled, a shutdown signal
+    /// arrives or the peer goes away. Input arriving meanwhile is read ahead and kept in order,
+    /// and queued output keeps flowing.
+    ///
+    /// # Errors
+    /// As [`Context::checkpoint`]; [`Error::Io`] when polling fails.
+    pub fn sleep(&mut self, duration: Duration) -> Result<(), Error> {
+        self.sleep_until(Instant::now() + duration)
+    }
+
+    /// [`Context::sleep`] until `deadline`.
+    ///
+    /// # Errors
+    /// As [`Context::sleep`].
+    pub fn sleep_until(&mut self, deadline: Instant) -> Result<(), Error> {
+        self.conn.peek(true);
+        loop {
+            if self.conn.interrupted() {
+                return Err(self.interruption());
+            }
+            if Instant::now() >= deadline {
+                return Ok(());
+            }
+            self.conn.wait_until(deadline)?;
+        }
+    }
+
+    /// Sends a request to the peer and waits for its response, at most `timeout`.
+    ///
+    /// While waiting, input is read ahead: every message that is not this response stays
+    /// queued in arrival order for after the handler returns. The wait ends early when the
+    /// request being handled is cancelled, a signal arrives or the peer goes away. When the
+    /// deadline passes and the loop knows a cancel method ([`Handler::cancel_method`]), the
+    /// peer is told the request is cancelled; a late response then goes to
+    /// [`Handler::handle_response`].
+    ///
+    /// # Errors
+    /// [`Error::Remote`] when the peer answered with an error, [`Error::Timeout`] at the
+    /// deadline, and the errors of [`Context::checkpoint`] and [`Context::send`].
+    pub fn call(
+        &mut self,
+        method: &str,
+        params: Option<Value>,
+        timeout: Duration,
+    ) -> Result<Value, Error> {
+        let deadline = Instant::now() + timeout;
+        let id = self.send_request(method, params)?;
+        self.conn.awaiting = Some(id.clone());
+        self.conn.arrived = None;
+        // Responses read ahead before this call cannot be ours: the id is new.
+        let outcome = loop {
+            self.conn.peek(true);
+            if let Some(response) = self.conn.arrived.take() {
+                break response.result.map_err(Error::Remote);
+            }
+            if self.conn.interrupted() {
+                break Err(self.interruption());
+            }
+            if Instant::now() >= deadline {
+                if let Some(cancel) = self.conn.cancel_method.clone() {
+                    let reason = "no response before the deadline";
+                    let params =
+                        serde_json::json!({ "requestId": id.to_value(), "reason": reason });
+                    let _ = self.notify(&cancel, Some(params));
+                }
+                break Err(Error::Timeout);
+            }
+            if let Err(e) = self.conn.wait_until(deadline) {
+                break Err(e);
+            }
+        };
+        self.conn.awaiting = None;
+        self.conn.arrived = None;
+        outcome
+    }
+
+    /// Runs `command` to completion in a process group of its own, stdin from `/dev/null`,
+    /// capturing up to `max_output` bytes of each of stdout and stderr (the rest is read and
+    /// dropped, so the child never blocks on a full pipe).
+    ///
+    /// While it runs, the loop keeps reading input (kept in order for later) and watching for
+    /// cancellation. On cancellation, a shutdown signal, the peer going away or the `timeout`:
+    /// SIGTERM to the whole group, SIGKILL after a short grace (200 ms), then the child is
+    /// reaped, so the call returns well within a second and leaves no process behind. When the
+    /// command exits by itself, processes it left running in its group get the same treatment
+    /// (after 100 ms in which they may finish writing).
+    ///
+    /// # Errors
+    /// [`Error::Child`] when the command cannot be started; [`Error::Cancelled`],
+    /// [`Error::Shutdown`] or [`Error::PeerGone`] when it was stopped for those reasons. A
+    /// timeout is not an error: [`ChildOutput::timed_out`] says so.
+    ///
+    /// # Example
+    /// ```no_run
+    /// # fn tool(cx: &mut mcpipe::Context<'_>) -> Result<(), mcpipe::Error> {
+    /// use std::time::Duration;
+    /// let mut cmd = std::process::Command::new("ls");
+    /// cmd.arg("-l");
+    /// let out = cx.run_command(cmd, 1 << 20, Some(Duration::from_secs(30)))?;
+    /// eprintln!("exit {:?}: {}", out.status.code(), String::from_utf8_lossy(&out.stdout));
+    /// # Ok(()) }
+    /// ```
+    pub fn run_command(
+        &mut self,
+        command: Command,
+        max_output: usize,
+        timeout: Option<Duration>,
+    ) -> Result<ChildOutput, Error> {
+        child::run(self.conn, command, max_output, timeout)
+    }
+
+    /// Why the handler was interrupted, as an error.
+    fn interruption(&self) -> Error {
+        if self.conn.running_cancelled {
+            Error::Cancelled
+        } else if self.conn.peer_gone {
+            Error::PeerGone
+        } else {
+            Error::Shutdown
+        }
+    }
+
     /// The connection, for crate-internal extensions of the context.
-    #[allow(dead_code)] // Used by later layers (cancellation, waiting for responses).
     pub(crate) fn connection(&mut self) -> &mut Connection {
         self.conn
     }

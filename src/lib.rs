@@ -73,6 +73,33 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! # MCP servers
+//! [`McpServer`] implements [`Handler`] for the Model Context Protocol: register tools,
+//! resources, templates and prompts with closures over a state of yours, and the layer answers
+//! the lifecycle (version negotiation), listing with pagination, calls, reads, logging levels,
+//! cancellation and batches. Handlers get an [`McpContext`] for progress, logging, requests to
+//! the client and cancellable child processes.
+//!
+//! ```no_run
+//! use mcpipe::{McpServer, Tool, ToolResult};
+//!
+//! let mut server = McpServer::new("hello", "1.0.0", ())
+//!     .tool(Tool::new("hello", "Greets").arg("name", "string", "Who"), |_, args, _cx| {
+//!         Ok(ToolResult::text(format!("Hello, {}!", args.string("name")?)))
+//!     });
+//! server.serve_stdio()?;
+//! # Ok::<(), mcpipe::Error>(())
+//! ```
+//!
+//! # Cancellation inside one thread
+//! A handler runs on the loop's thread, so it lets the loop look at the input through its
+//! [`Context`]: [`Context::is_cancelled`] and [`Context::checkpoint`] peek without blocking
+//! (at most once per millisecond), [`Context::sleep`] waits on the input with a deadline, and
+//! [`Context::call`] and [`Context::run_command`] keep reading while they wait. Messages read
+//! this way stay queued in arrival order for after the handler returns. With a cancel method
+//! ([`Handler::cancel_method`]), a cancelled request that has not started is dropped, and a
+//! running one's response is suppressed.
+//!
 //! # Non-goals
 //! - No async runtime and no threads in the loop: handlers are synchronous.
 //! - No HTTP transport: stdio (and any pair of fds) only.
@@ -81,12 +108,14 @@
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 
+mod child;
 mod connection;
 mod diagnostics;
 mod endpoint;
 mod error;
 mod handler;
 mod line_buffer;
+mod mcp;
 mod message;
 mod server;
 mod stdio_guard;
@@ -98,7 +127,16 @@ mod write_queue;
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 
+pub use child::ChildOutput;
 pub use error::{Error, Outcome};
 pub use handler::{Context, Handler, Stats};
+pub use mcp::arguments::Arguments;
+pub use mcp::context::McpContext;
+pub use mcp::logging::LogLevel;
+pub use mcp::prompt::{Prompt, PromptMessage};
+pub use mcp::resource::{base64, Resource, ResourceContents, ResourceTemplate};
+pub use mcp::server::McpServer;
+pub use mcp::tool::{Content, Tool, ToolError, ToolResult};
+pub use mcp::{LATEST_PROTOCOL_VERSION, PROTOCOL_VERSIONS};
 pub use message::{ErrorCode, ErrorObject, Message, Notification, Request, RequestId, Response};
 pub use server::Server;

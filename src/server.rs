@@ -166,6 +166,7 @@ impl Server {
     fn run(&self, conn: &mut Connection, handler: &mut dyn Handler) -> Result<Outcome, Error> {
         let parent = self.orphan_check.map(|_| sys::parent_pid());
         let mut idle_fired = false;
+        conn.cancel_method = handler.cancel_method().map(str::to_owned);
         loop {
             if let Some(signo) = conn.signal {
                 return Ok(self.shut_down(conn, handler, Outcome::Signal(signo)));
@@ -185,12 +186,17 @@ impl Server {
                     stopped_by_backpressure = true;
                     break;
                 }
+                // With cancellation on, everything already buffered is parsed first, so that a
+                // cancellation arriving in the same read as its request drops the request.
+                conn.read_ahead_buffered();
                 let Some(parsed) = conn.next_parsed() else {
                     break;
                 };
                 self.dispatch(conn, handler, parsed);
                 handled = true;
-                if conn.peer_gone {
+                // A signal that arrived while a handler waited ends the loop now, before the
+                // next message.
+                if conn.peer_gone || conn.signal.is_some() {
                     break;
                 }
             }
@@ -199,7 +205,11 @@ impl Server {
                 idle_fired = false;
             }
             conn.flush();
-            if conn.peer_gone || (stopped_by_backpressure && !conn.output_full()) {
+            // A signal noticed while a handler waited is acted on at the top, never slept on.
+            if conn.peer_gone
+                || conn.signal.is_some()
+                || (stopped_by_backpressure && !conn.output_full())
+            {
                 continue;
             }
             if !stopped_by_backpressure {
@@ -358,12 +368,30 @@ fn handle_message(
 ) -> Option<Response> {
     match message {
         Message::Request(request) => {
-            conn.stats.requests += 1;
             let id = request.id.clone();
+            let cancellable = conn.cancel_method.is_some() && handler.is_cancellable(&request);
+            if conn.cancelled_queued.remove(&id) && cancellable {
+                // Cancelled before it started: never run, never answered.
+                conn.stats.cancelled += 1;
+                return None;
+            }
+            conn.stats.requests += 1;
             let method = request.method.clone();
+            conn.running = cancellable.then(|| id.clone());
+            conn.running_cancelled = false;
             let result = catch_panic(|| {
                 handler.handle_request(request, &mut Context::new(conn, Some(id.clone())))
             });
+            conn.running = None;
+            if std::mem::take(&mut conn.running_cancelled) {
+                // The peer cancelled it while it ran: it gets no response.
+                conn.stats.cancelled += 1;
+                if let Err(panic) = result {
+                    conn.stats.handler_panics += 1;
+                    eprintln!("mcpipe: the handler panicked on {method} (id {id}): {panic}");
+                }
+                return None;
+            }
             Some(match result {
                 Ok(result) => Response {
                     id: Some(id),

@@ -375,6 +375,34 @@ impl Drop for SigpipeIgnored {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Child process groups (issue 3): signalling every process a command started, so a cancelled or
+// finished command leaves nothing behind.
+// ---------------------------------------------------------------------------------------------
+
+/// Sends `signal` to every process in the process group `pgid` (`kill(-pgid, signal)`).
+///
+/// Fails with ESRCH when the group has no process left, which callers usually ignore.
+pub(crate) fn kill_group(pgid: u32, signal: libc::c_int) -> io::Result<()> {
+    let pgid = libc::pid_t::try_from(pgid)
+        .ok()
+        .filter(|p| *p > 1)
+        // A group id of 0 or 1 would signal our own group or every process: never do that.
+        .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: kill takes plain integers and touches no memory; `-pgid` names a process group
+    // (pgid > 1, checked above), never "all processes" (-1) or our own group (0).
+    cvt(unsafe { libc::kill(-pgid, signal) }).map(drop)
+}
+
+/// Whether any process of group `pgid` still exists (`kill(-pgid, 0)`). Zombies count as
+/// existing until someone reaps them.
+pub(crate) fn group_exists(pgid: u32) -> bool {
+    match kill_group(pgid, 0) {
+        Ok(()) => true,
+        Err(e) => e.raw_os_error() == Some(libc::EPERM),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,9 +1,287 @@
-//! `mcpipe demo`: being built (see the issue tracker).
+//! `mcpipe demo`: the demo MCP server on stdio that tests, the probe and benchmarks drive.
+//!
+//! Tools: `echo`, `fail`, `panic`, `sleep` (progress, cancellable), `stats`, and with
+//! `--allow-run` also `run`. Resource `mcpipe://demo/readme`, template
+//! `mcpipe://demo/echo/{text}`, prompt `greet`. Logs go to stderr; stdout carries only protocol.
 
-use std::process::ExitCode;
+use std::collections::VecDeque;
+use std::process::{Command, ExitCode};
+use std::time::{Duration, Instant};
+
+use mcpipe::{
+    Content, McpServer, Prompt, PromptMessage, Resource, ResourceContents, ResourceTemplate,
+    Server, Tool, ToolError, ToolResult,
+};
+use serde_json::json;
+
+const USAGE: &str = "usage: mcpipe demo [options]
+
+Serves the demo MCP server on stdin/stdout (logs on stderr).
+
+options:
+  --idle-timeout-ms N     run the idle hook (cache eviction) after N ms without input
+                          (default 60000; 0 turns it off)
+  --max-message-bytes N   longest accepted message in bytes (default 64 MiB)
+  --allow-run             add the `run` tool, which runs any command it is given
+  -h, --help              show this help";
+
+const README: &str = "# mcpipe demo server
+
+A small MCP server for tests and benchmarks. Tools:
+- echo {text}: returns the text
+- fail {message}: a tool error (isError) with the message
+- panic {}: the tool panics; the server answers with an error result and goes on
+- sleep {ms}: waits, with progress every ~100 ms, and stops at once when cancelled
+- stats {}: request count, idle evictions, cache entries
+- run {argv, timeout_ms?}: runs a command (only with --allow-run)
+";
+
+/// How many echoed texts the cache keeps.
+const CACHE_LIMIT: usize = 1000;
+
+/// The most output `run` captures from each stream.
+const RUN_OUTPUT_LIMIT: usize = 1 << 20;
+
+/// The demo's state: a cache of recent echoes that the idle hook evicts.
+#[derive(Debug, Default)]
+struct Demo {
+    cache: VecDeque<String>,
+    idle_evictions: u64,
+}
+
+struct Options {
+    idle_timeout: Option<Duration>,
+    max_message_bytes: Option<usize>,
+    allow_run: bool,
+}
+
+fn parse(args: Vec<String>) -> Result<Option<Options>, String> {
+    let mut options = Options {
+        idle_timeout: Some(Duration::from_secs(60)),
+        max_message_bytes: None,
+        allow_run: false,
+    };
+    let mut args = args.into_iter();
+    while let Some(arg) = args.next() {
+        let (flag, inline) = match arg.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f.to_owned(), Some(v.to_owned())),
+            _ => (arg.clone(), None),
+        };
+        let mut number = |flag: &str| -> Result<u64, String> {
+            let value = inline
+                .clone()
+                .or_else(|| args.next())
+                .ok_or_else(|| format!("{flag} needs a number"))?;
+            value
+                .parse::<u64>()
+                .map_err(|_| format!("{flag} needs a non-negative integer, got {value:?}"))
+        };
+        match flag.as_str() {
+            "-h" | "--help" => return Ok(None),
+            "--idle-timeout-ms" => {
+                let ms = number("--idle-timeout-ms")?;
+                options.idle_timeout = (ms > 0).then(|| Duration::from_millis(ms));
+            }
+            "--max-message-bytes" => {
+                let n = number("--max-message-bytes")?;
+                options.max_message_bytes = Some(usize::try_from(n).unwrap_or(usize::MAX));
+            }
+            "--allow-run" if inline.is_none() => options.allow_run = true,
+            _ => return Err(format!("unknown option {arg:?}")),
+        }
+    }
+    Ok(Some(options))
+}
 
 /// Runs `mcpipe demo` with the arguments after the subcommand.
-pub(crate) fn run(_args: Vec<String>) -> ExitCode {
-    eprintln!("mcpipe demo: not built yet");
-    ExitCode::from(2)
+pub(crate) fn run(args: Vec<String>) -> ExitCode {
+    let options = match parse(args) {
+        Ok(Some(options)) => options,
+        Ok(None) => {
+            eprintln!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(why) => {
+            eprintln!("mcpipe demo: {why}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut server = demo_server(options.allow_run);
+    let mut loop_config = Server::new().idle_timeout(options.idle_timeout);
+    if let Some(bytes) = options.max_message_bytes {
+        loop_config = loop_config.max_message_bytes(bytes);
+    }
+    match loop_config.serve_stdio(&mut server) {
+        Ok(outcome) => {
+            eprintln!("mcpipe demo: {outcome}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("mcpipe demo: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn demo_server(allow_run: bool) -> McpServer<Demo> {
+    let mut server = McpServer::new("mcpipe-demo", env!("CARGO_PKG_VERSION"), Demo::default())
+        .instructions(
+            "A demo server: echo, fail, panic, sleep (cancellable, with progress) and stats.",
+        )
+        .tool(
+            Tool::new("echo", "Returns the text it is given").arg(
+                "text",
+                "string",
+                "Text to return",
+            ),
+            |demo, args, _cx| {
+                let text = args.string("text")?;
+                if demo.cache.len() >= CACHE_LIMIT {
+                    demo.cache.pop_front();
+                }
+                demo.cache.push_back(text.to_owned());
+                Ok(ToolResult::text(text))
+            },
+        )
+        .tool(
+            Tool::new(
+                "fail",
+                "Fails with the message it is given (an isError result)",
+            )
+            .arg("message", "string", "The error message"),
+            |_demo, args, _cx| {
+                let message = args.string("message")?;
+                Err(ToolError::new(format!("failed on purpose: {message}")))
+            },
+        )
+        .tool(
+            Tool::new(
+                "panic",
+                "Panics; the server answers with an error result and goes on",
+            ),
+            |_demo, _args, _cx| panic!("the panic tool panics on purpose"),
+        )
+        .tool(
+            Tool::new(
+                "sleep",
+                "Waits ms milliseconds, sending progress every ~100 ms when asked; cancellable",
+            )
+            .arg("ms", "integer", "How long to wait, in milliseconds"),
+            |_demo, args, cx| {
+                let ms = args.integer("ms")?;
+                let ms = u64::try_from(ms).map_err(|_| {
+                    ToolError::new("argument \"ms\" must be a non-negative integer")
+                })?;
+                let start = Instant::now();
+                let end = start + Duration::from_millis(ms);
+                let tick = Duration::from_millis(100);
+                let mut next = start + tick;
+                loop {
+                    let now = Instant::now();
+                    if now >= end {
+                        break;
+                    }
+                    if now >= next {
+                        let done = now.duration_since(start).as_millis() as f64;
+                        cx.progress(done, Some(ms as f64), Some("sleeping"))?;
+                        next += tick;
+                    }
+                    cx.sleep(next.min(end).saturating_duration_since(now))?;
+                }
+                Ok(ToolResult::text(format!("slept {ms} ms")))
+            },
+        )
+        .tool(
+            Tool::new("stats", "Requests served, idle evictions and cache entries").output_schema(
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "requests": { "type": "integer" },
+                        "idle_evictions": { "type": "integer" },
+                        "cache_entries": { "type": "integer" }
+                    },
+                    "required": ["requests", "idle_evictions", "cache_entries"]
+                }),
+            ),
+            |demo, _args, cx| {
+                Ok(ToolResult::structured(json!({
+                    "requests": cx.stats().requests,
+                    "idle_evictions": demo.idle_evictions,
+                    "cache_entries": demo.cache.len(),
+                })))
+            },
+        )
+        .resource(
+            Resource::new("mcpipe://demo/readme", "readme")
+                .description("What the demo server offers")
+                .mime_type("text/markdown"),
+            |_demo, uri, _cx| {
+                Ok(vec![ResourceContents::text(
+                    uri,
+                    Some("text/markdown"),
+                    README,
+                )])
+            },
+        )
+        .resource_template(
+            ResourceTemplate::new("mcpipe://demo/echo/{text}", "echo")
+                .description("A resource whose contents are the last part of its URI")
+                .mime_type("text/plain"),
+            |_demo, uri, vars, _cx| {
+                let text = vars.string("text")?;
+                Ok(vec![ResourceContents::text(uri, Some("text/plain"), text)])
+            },
+        )
+        .prompt(
+            Prompt::new("greet", "A prompt that asks to greet someone").argument(
+                "name",
+                "Who to greet",
+                true,
+            ),
+            |_demo, args, _cx| {
+                let name = args.string("name")?;
+                Ok(vec![PromptMessage::user(Content::text(format!(
+                    "Please greet {name} warmly."
+                )))])
+            },
+        )
+        .on_idle(|demo, _cx| {
+            demo.cache.clear();
+            demo.idle_evictions += 1;
+        });
+    if allow_run {
+        server = server.tool(
+            Tool::new(
+                "run",
+                "Runs a command and returns its exit code, stdout and stderr",
+            )
+            .arg("argv", "array", "The program and its arguments")
+            .optional_arg("timeout_ms", "integer", "Stop the command after this long"),
+            |_demo, args, cx| {
+                let argv = args.string_list("argv")?;
+                let Some((program, rest)) = argv.split_first() else {
+                    return Err(ToolError::new("argument \"argv\" must not be empty"));
+                };
+                let timeout = match args.optional_integer("timeout_ms")? {
+                    Some(ms) => Some(Duration::from_millis(u64::try_from(ms).map_err(|_| {
+                        ToolError::new("argument \"timeout_ms\" must be a non-negative integer")
+                    })?)),
+                    None => None,
+                };
+                let mut command = Command::new(program);
+                command.args(rest);
+                let out = cx.run_command(command, RUN_OUTPUT_LIMIT, timeout)?;
+                let signal = std::os::unix::process::ExitStatusExt::signal(&out.status);
+                Ok(ToolResult::structured(json!({
+                    "exit_code": out.status.code(),
+                    "signal": signal,
+                    "stdout": String::from_utf8_lossy(&out.stdout),
+                    "stderr": String::from_utf8_lossy(&out.stderr),
+                    "timed_out": out.timed_out,
+                    "truncated": out.truncated,
+                })))
+            },
+        );
+    }
+    server
 }

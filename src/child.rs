@@ -1,0 +1,238 @@
+//! Running a command from inside a handler: in a process group of its own, with its output
+//! captured up to a bound, while the loop keeps watching for cancellation and shutdown.
+//!
+//! Whatever way the wait ends (the command exits, its deadline passes, the peer cancels, a
+//! signal asks the server to stop, the handler panics), every process the command started is
+//! gone afterwards: SIGTERM to the whole group, SIGKILL after a short grace, then the direct
+//! child is reaped, so there are neither orphans nor zombies.
+
+use std::io::{self, Read};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use mio::unix::pipe::Receiver;
+
+use crate::connection::{Connection, CHILD_ERR, CHILD_OUT};
+use crate::error::Error;
+use crate::sys;
+
+/// How long a process group gets between SIGTERM and SIGKILL.
+const TERM_GRACE: Duration = Duration::from_millis(200);
+
+/// How often the wait looks at the child while nothing else wakes it (a child that exits
+/// while a grandchild keeps its pipes open sends no event).
+const CHILD_TICK: Duration = Duration::from_millis(10);
+
+/// How long output may keep arriving after the command itself exited (from processes it left
+/// behind) before those are killed.
+const DRAIN_GRACE: Duration = Duration::from_millis(100);
+
+/// What a command run by [`Context::run_command`](crate::Context::run_command) left behind.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ChildOutput {
+    /// How the command ended (`status.code()` for an exit, the signal otherwise).
+    pub status: ExitStatus,
+    /// Its standard output, up to the bound.
+    pub stdout: Vec<u8>,
+    /// Its standard error, up to the bound.
+    pub stderr: Vec<u8>,
+    /// Some output was dropped because it went past the bound.
+    pub truncated: bool,
+    /// The deadline passed and the command was stopped.
+    pub timed_out: bool,
+}
+
+/// The direct child and its process group; dropping it stops and reaps whatever still runs.
+struct Group {
+    child: Child,
+    pgid: u32,
+    reaped: Option<ExitStatus>,
+}
+
+impl Group {
+    fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
+        if self.reaped.is_none() {
+            self.reaped = self.child.try_wait()?;
+        }
+        Ok(self.reaped)
+    }
+
+    /// SIGTERM to the group, SIGKILL after the grace, then reap the direct child.
+    fn terminate(&mut self) -> io::Result<ExitStatus> {
+        // ESRCH (nobody left) is the good case; nothing else can usefully be done on error.
+        let _ = sys::kill_group(self.pgid, libc::SIGTERM);
+        let until = Instant::now() + TERM_GRACE;
+        while Instant::now() < until {
+            if self.try_wait()?.is_some() && !sys::group_exists(self.pgid) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let _ = sys::kill_group(self.pgid, libc::SIGKILL);
+        match self.reaped {
+            Some(status) => Ok(status),
+            None => {
+                // After SIGKILL the wait is short.
+                let status = self.child.wait()?;
+                self.reaped = Some(status);
+                Ok(status)
+            }
+        }
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        if self.reaped.is_none() || sys::group_exists(self.pgid) {
+            let _ = self.terminate();
+        }
+    }
+}
+
+/// One output pipe being captured.
+struct Capture {
+    pipe: Option<Receiver>,
+    bytes: Vec<u8>,
+    limit: usize,
+    truncated: bool,
+}
+
+impl Capture {
+    fn new(pipe: Option<Receiver>, limit: usize) -> Capture {
+        Capture {
+            pipe,
+            bytes: Vec::new(),
+            limit,
+            truncated: false,
+        }
+    }
+
+    /// Reads what the pipe holds, keeping up to the limit and dropping the rest (so the child
+    /// never blocks on a full pipe). Closes the pipe at end of file.
+    fn drain(&mut self, conn: &mut Connection) {
+        let Some(pipe) = &mut self.pipe else { return };
+        let mut buf = [0u8; 16 * 1024];
+        loop {
+            match pipe.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    let room = self.limit.saturating_sub(self.bytes.len());
+                    if n > room {
+                        self.truncated = true;
+                    }
+                    self.bytes.extend_from_slice(&buf[..n.min(room)]);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => break,
+            }
+        }
+        if let Some(mut pipe) = self.pipe.take() {
+            conn.deregister_child(&mut pipe);
+        }
+    }
+
+    fn open(&self) -> bool {
+        self.pipe.is_some()
+    }
+}
+
+fn receiver(
+    conn: &mut Connection,
+    pipe: Option<impl Into<Receiver>>,
+    token: mio::Token,
+) -> io::Result<Option<Receiver>> {
+    let Some(pipe) = pipe else { return Ok(None) };
+    let mut pipe: Receiver = pipe.into();
+    pipe.set_nonblocking(true)?;
+    conn.register_child(&mut pipe, token)?;
+    Ok(Some(pipe))
+}
+
+/// Runs `command` as described in [`Context::run_command`](crate::Context::run_command).
+pub(crate) fn run(
+    conn: &mut Connection,
+    mut command: Command,
+    max_output: usize,
+    timeout: Option<Duration>,
+) -> Result<ChildOutput, Error> {
+    let program = command.get_program().to_string_lossy().into_owned();
+    let failed = |source: io::Error| Error::Child {
+        program: program.clone(),
+        source,
+    };
+    {
+        use std::os::unix::process::CommandExt;
+        command
+            .process_group(0)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+    }
+    let mut child = command.spawn().map_err(failed)?;
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    let mut group = Group {
+        pgid: child.id(),
+        child,
+        reaped: None,
+    };
+    let mut out = Capture::new(
+        receiver(conn, stdout, CHILD_OUT).map_err(failed)?,
+        max_output,
+    );
+    let mut err = Capture::new(
+        receiver(conn, stderr, CHILD_ERR).map_err(failed)?,
+        max_output,
+    );
+    let deadline = timeout.map(|t| Instant::now() + t);
+    let mut timed_out = false;
+
+    let status = loop {
+        out.drain(conn);
+        err.drain(conn);
+        if group.try_wait().map_err(failed)?.is_some() {
+            // The command is done; let what it left behind finish writing, briefly.
+            let until = Instant::now() + DRAIN_GRACE;
+            while (out.open() || err.open()) && Instant::now() < until && !conn.interrupted() {
+                conn.wait_until(until.min(Instant::now() + CHILD_TICK))?;
+                out.drain(conn);
+                err.drain(conn);
+            }
+            break group.terminate().map_err(failed)?;
+        }
+        if conn.interrupted() {
+            group.terminate().map_err(failed)?;
+            return Err(if conn.running_cancelled {
+                Error::Cancelled
+            } else if conn.peer_gone {
+                Error::PeerGone
+            } else {
+                Error::Shutdown
+            });
+        }
+        let now = Instant::now();
+        if deadline.is_some_and(|d| now >= d) {
+            timed_out = true;
+            let status = group.terminate().map_err(failed)?;
+            out.drain(conn);
+            err.drain(conn);
+            break status;
+        }
+        let tick = now + CHILD_TICK;
+        conn.wait_until(deadline.map_or(tick, |d| d.min(tick)))?;
+    };
+    for capture in [&mut out, &mut err] {
+        if let Some(mut pipe) = capture.pipe.take() {
+            conn.deregister_child(&mut pipe);
+        }
+    }
+    Ok(ChildOutput {
+        status,
+        truncated: out.truncated || err.truncated,
+        stdout: out.bytes,
+        stderr: err.bytes,
+        timed_out,
+    })
+}

@@ -1,0 +1,369 @@
+//! Tools: how one is described, what it returns, and how it fails.
+
+use std::fmt;
+
+use serde_json::{json, Map, Value};
+
+use crate::error::Error;
+use crate::mcp::resource::ResourceContents;
+use crate::message::ErrorObject;
+
+/// A tool's description, as `tools/list` shows it: a name, a description, an input schema, and
+/// any other field (title, output schema, annotations, icons, `_meta`).
+///
+/// # Example
+/// ```
+/// use mcpipe::Tool;
+/// let tool = Tool::new("add", "Adds two integers")
+///     .arg("a", "integer", "The first term")
+///     .arg("b", "integer", "The second term")
+///     .optional_arg("note", "string", "Ignored");
+/// assert_eq!(tool.name(), "add");
+/// assert_eq!(tool.to_value()["inputSchema"]["required"], serde_json::json!(["a", "b"]));
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tool {
+    /// Invariant: holds `name` (a string) and `inputSchema` (an object with `"type":"object"`).
+    fields: Map<String, Value>,
+}
+
+impl Tool {
+    /// A tool taking no arguments (input schema `{"type":"object"}`) until some are added.
+    pub fn new(name: impl Into<String>, description: impl Into<String>) -> Tool {
+        let mut fields = Map::new();
+        fields.insert("name".into(), Value::String(name.into()));
+        fields.insert("description".into(), Value::String(description.into()));
+        fields.insert("inputSchema".into(), json!({ "type": "object" }));
+        Tool { fields }
+    }
+
+    /// The tool's name.
+    pub fn name(&self) -> &str {
+        self.fields["name"].as_str().unwrap_or_default()
+    }
+
+    /// Sets the human-readable title (MCP 2025-06-18 on; older clients ignore it).
+    pub fn title(self, title: impl Into<String>) -> Tool {
+        self.field("title", Value::String(title.into()))
+    }
+
+    /// Replaces the input schema. A schema that is not an object with `"type":"object"` is
+    /// given that type, since MCP requires it.
+    pub fn input_schema(mut self, schema: Value) -> Tool {
+        let mut schema = match schema {
+            Value::Object(map) => map,
+            _ => Map::new(),
+        };
+        schema.insert("type".into(), Value::String("object".into()));
+        self.fields
+            .insert("inputSchema".into(), Value::Object(schema));
+        self
+    }
+
+    /// Adds a required argument of JSON type `json_type` (`"string"`, `"integer"`,
+    /// `"number"`, `"boolean"`, `"array"`, `"object"`) to the input schema.
+    pub fn arg(self, name: &str, json_type: &str, description: &str) -> Tool {
+        self.add_arg(name, json_type, description, true)
+    }
+
+    /// Adds an optional argument to the input schema.
+    pub fn optional_arg(self, name: &str, json_type: &str, description: &str) -> Tool {
+        self.add_arg(name, json_type, description, false)
+    }
+
+    fn add_arg(mut self, name: &str, json_type: &str, description: &str, required: bool) -> Tool {
+        if let Some(Value::Object(schema)) = self.fields.get_mut("inputSchema") {
+            let properties = schema
+                .entry("properties")
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Value::Object(properties) = properties {
+                properties.insert(
+                    name.to_owned(),
+                    json!({ "type": json_type, "description": description }),
+                );
+            }
+            if required {
+                let list = schema
+                    .entry("required")
+                    .or_insert_with(|| Value::Array(Vec::new()));
+                if let Value::Array(list) = list {
+                    list.push(Value::String(name.to_owned()));
+                }
+            }
+        }
+        self
+    }
+
+    /// Sets the output schema (MCP 2025-06-18 on): results should then carry matching
+    /// structured content ([`ToolResult::structured`]).
+    pub fn output_schema(self, schema: Value) -> Tool {
+        self.field("outputSchema", schema)
+    }
+
+    /// Sets the annotations (`readOnlyHint`, `destructiveHint`, ...).
+    pub fn annotations(self, annotations: Value) -> Tool {
+        self.field("annotations", annotations)
+    }
+
+    /// Sets any other field (`icons`, `_meta`, `execution`, ...). `name` cannot be changed
+    /// this way; `inputSchema` goes through [`Tool::input_schema`].
+    pub fn field(mut self, key: &str, value: Value) -> Tool {
+        match key {
+            "name" => {}
+            "inputSchema" => return self.input_schema(value),
+            _ => {
+                self.fields.insert(key.to_owned(), value);
+            }
+        }
+        self
+    }
+
+    /// The description as JSON, as `tools/list` shows it.
+    pub fn to_value(&self) -> Value {
+        Value::Object(self.fields.clone())
+    }
+}
+
+/// One content block of a tool result or a prompt message: text, image, audio, an embedded
+/// resource, a resource link, or any other block given as JSON.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Content(Value);
+
+impl Content {
+    /// A text block.
+    pub fn text(text: impl Into<String>) -> Content {
+        Content(json!({ "type": "text", "text": text.into() }))
+    }
+
+    /// An image block from base64 data (see [`ResourceContents::blob`] for encoding bytes).
+    pub fn image(base64_data: impl Into<String>, mime_type: impl Into<String>) -> Content {
+        Content(
+            json!({ "type": "image", "data": base64_data.into(), "mimeType": mime_type.into() }),
+        )
+    }
+
+    /// An audio block from base64 data (MCP 2025-03-26 on).
+    pub fn audio(base64_data: impl Into<String>, mime_type: impl Into<String>) -> Content {
+        Content(
+            json!({ "type": "audio", "data": base64_data.into(), "mimeType": mime_type.into() }),
+        )
+    }
+
+    /// An embedded resource.
+    pub fn resource(contents: ResourceContents) -> Content {
+        Content(json!({ "type": "resource", "resource": contents.to_value() }))
+    }
+
+    /// A link to a resource (MCP 2025-06-18 on).
+    pub fn resource_link(uri: impl Into<String>, name: impl Into<String>) -> Content {
+        Content(json!({ "type": "resource_link", "uri": uri.into(), "name": name.into() }))
+    }
+
+    /// Any block given as JSON (it should carry a `type`).
+    pub fn from_value(value: Value) -> Content {
+        Content(value)
+    }
+
+    /// Adds `annotations` (`audience`, `priority`, `lastModified`) to the block.
+    pub fn with_annotations(mut self, annotations: Value) -> Content {
+        if let Value::Object(map) = &mut self.0 {
+            map.insert("annotations".into(), annotations);
+        }
+        self
+    }
+
+    /// The block as JSON.
+    pub fn to_value(&self) -> Value {
+        self.0.clone()
+    }
+
+    fn into_value(self) -> Value {
+        self.0
+    }
+}
+
+/// What a tool call returns: content blocks, optional structured content, and whether it is a
+/// tool error (`isError`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolResult {
+    /// The content blocks (may be empty).
+    pub content: Vec<Content>,
+    /// Structured content (MCP 2025-06-18 on), matching the tool's output schema if it has one.
+    pub structured_content: Option<Value>,
+    /// The call failed in the tool (as opposed to a protocol error).
+    pub is_error: bool,
+}
+
+impl ToolResult {
+    /// A successful result with these blocks.
+    pub fn new(content: Vec<Content>) -> ToolResult {
+        ToolResult {
+            content,
+            structured_content: None,
+            is_error: false,
+        }
+    }
+
+    /// A successful result with one text block.
+    pub fn text(text: impl Into<String>) -> ToolResult {
+        ToolResult::new(vec![Content::text(text)])
+    }
+
+    /// A successful result with structured content, mirrored as JSON text in a text block (for
+    /// clients older than 2025-06-18).
+    pub fn structured(value: Value) -> ToolResult {
+        ToolResult {
+            content: vec![Content::text(value.to_string())],
+            structured_content: Some(value),
+            is_error: false,
+        }
+    }
+
+    /// A tool error: `isError: true` with the message as text.
+    pub fn error(message: impl Into<String>) -> ToolResult {
+        ToolResult {
+            content: vec![Content::text(message)],
+            structured_content: None,
+            is_error: true,
+        }
+    }
+
+    /// The result as JSON, as `tools/call` answers it.
+    pub fn to_value(&self) -> Value {
+        let mut map = Map::new();
+        map.insert(
+            "content".into(),
+            Value::Array(self.content.iter().map(Content::to_value).collect()),
+        );
+        if let Some(structured) = &self.structured_content {
+            map.insert("structuredContent".into(), structured.clone());
+        }
+        if self.is_error {
+            map.insert("isError".into(), Value::Bool(true));
+        }
+        Value::Object(map)
+    }
+
+    pub(crate) fn into_value(self) -> Value {
+        let mut map = Map::new();
+        map.insert(
+            "content".into(),
+            Value::Array(self.content.into_iter().map(Content::into_value).collect()),
+        );
+        if let Some(structured) = self.structured_content {
+            map.insert("structuredContent".into(), structured);
+        }
+        if self.is_error {
+            map.insert("isError".into(), Value::Bool(true));
+        }
+        Value::Object(map)
+    }
+}
+
+/// Why a tool call failed. Usually a tool error, answered as a result with `isError: true` and
+/// the message, so the model sees it; [`ToolError::protocol`] makes a JSON-RPC error instead.
+///
+/// Any [`Error`] converts into one, so `cx.checkpoint()?` works in a tool: a cancelled call gets
+/// no response at all, and an interrupted one an `isError` result saying why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolError {
+    message: String,
+    protocol: Option<ErrorObject>,
+}
+
+impl ToolError {
+    /// A tool error with this message.
+    pub fn new(message: impl Into<String>) -> ToolError {
+        ToolError {
+            message: message.into(),
+            protocol: None,
+        }
+    }
+
+    /// A protocol error: the call is answered with this JSON-RPC error, not a result.
+    pub fn protocol(error: ErrorObject) -> ToolError {
+        ToolError {
+            message: error.message.clone(),
+            protocol: Some(error),
+        }
+    }
+
+    /// The message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The response a failed call gets.
+    pub(crate) fn into_response(self) -> Result<Value, ErrorObject> {
+        match self.protocol {
+            Some(error) => Err(error),
+            None => Ok(ToolResult::error(self.message).into_value()),
+        }
+    }
+}
+
+impl fmt::Display for ToolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ToolError {}
+
+impl From<Error> for ToolError {
+    fn from(error: Error) -> ToolError {
+        ToolError::new(error.to_string())
+    }
+}
+
+impl From<String> for ToolError {
+    fn from(message: String) -> ToolError {
+        ToolError::new(message)
+    }
+}
+
+impl From<&str> for ToolError {
+    fn from(message: &str) -> ToolError {
+        ToolError::new(message)
+    }
+}
+
+impl From<ToolError> for ErrorObject {
+    /// A tool error where a protocol error is needed (a resource or prompt handler using the
+    /// argument helpers) becomes `-32602` with the message.
+    fn from(error: ToolError) -> ErrorObject {
+        error
+            .protocol
+            .unwrap_or_else(|| ErrorObject::invalid_params(error.message))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tool_without_arguments_has_an_object_schema() {
+        let tool = Tool::new("t", "d").to_value();
+        assert_eq!(tool["inputSchema"], json!({ "type": "object" }));
+    }
+
+    #[test]
+    fn a_non_object_input_schema_becomes_an_object_schema() {
+        let tool = Tool::new("t", "d").input_schema(json!(null)).to_value();
+        assert_eq!(tool["inputSchema"]["type"], "object");
+    }
+
+    #[test]
+    fn error_results_carry_is_error_and_successes_do_not() {
+        assert_eq!(ToolResult::error("x").to_value()["isError"], true);
+        assert!(ToolResult::text("x").to_value().get("isError").is_none());
+    }
+
+    #[test]
+    fn structured_results_mirror_the_json_as_text() {
+        let v = ToolResult::structured(json!({"a": 1})).to_value();
+        assert_eq!(v["structuredContent"], json!({"a": 1}));
+        assert_eq!(v["content"][0]["text"], "{\"a\":1}");
+    }
+}
