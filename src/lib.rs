@@ -47,6 +47,7 @@
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 
+mod client;
 mod connection;
 mod diagnostics;
 mod endpoint;
@@ -59,6 +60,10 @@ mod stdio_guard;
 mod sys;
 mod write_queue;
 
+pub use client::{
+    Client, ClientBuilder, ClientStats, Progress, RequestOptions, RetryPolicy, Shutdown,
+    ShutdownStage,
+};
 pub use error::{Error, Outcome};
 pub use handler::{Context, Handler, Stats};
 pub use message::{ErrorCode, ErrorObject, Message, Notification, Request, RequestId, Response};
