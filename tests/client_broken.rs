@@ -53,7 +53,11 @@ fn a_server_that_exits_mid_request_fails_it_at_once_with_status_and_stderr() {
                 RequestOptions::new().timeout(Duration::from_secs(60)),
             )
             .unwrap_err();
-        assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
         match &err {
             Error::ServerExited {
                 status,
@@ -65,8 +69,14 @@ fn a_server_that_exits_mid_request_fails_it_at_once_with_status_and_stderr() {
             other => panic!("expected ServerExited, got {other}"),
         }
         let text = err.to_string();
-        assert!(text.starts_with("the server exited (exit status: 3)"), "{text}");
-        assert!(text.contains("out of cheese while handling tools/call"), "{text}");
+        assert!(
+            text.starts_with("the server exited (exit status: 3)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("out of cheese while handling tools/call"),
+            "{text}"
+        );
         // Later requests fail at once too.
         let started = Instant::now();
         assert!(matches!(client.ping(), Err(Error::ServerExited { .. })));
@@ -85,7 +95,11 @@ fn a_server_flooding_stderr_never_blocks_and_only_the_tail_is_kept() {
         let tail = client.stderr_tail();
         assert!(tail.len() <= 64 * 1024, "{}", tail.len());
         assert!(tail.len() >= 60 * 1024, "{}", tail.len());
-        assert!(tail.ends_with("end of flood\n"), "{:?}", &tail[tail.len() - 40..]);
+        assert!(
+            tail.ends_with("end of flood\n"),
+            "{:?}",
+            &tail[tail.len() - 40..]
+        );
         client.close();
     });
 }
@@ -108,7 +122,9 @@ fn retries_restart_a_dead_server_and_give_up_after_the_attempts() {
             }
             other => panic!("expected RetriesExhausted, got {other}"),
         }
-        assert!(err.to_string().starts_with("gave up after 3 attempts: the server exited"));
+        assert!(err
+            .to_string()
+            .starts_with("gave up after 3 attempts: the server exited"));
         assert_eq!(client.stats().restarts, 2);
     });
 }
@@ -132,7 +148,11 @@ fn a_retry_succeeds_after_a_restart() {
         assert_eq!(client.stats().restarts, 1);
         assert_ne!(client.pid().unwrap(), first_pid);
         // One backoff of 500 ms ± 20 %.
-        assert!(started.elapsed() >= Duration::from_millis(400), "{:?}", started.elapsed());
+        assert!(
+            started.elapsed() >= Duration::from_millis(400),
+            "{:?}",
+            started.elapsed()
+        );
     });
 }
 
@@ -176,7 +196,10 @@ fn a_tool_call_marked_idempotent_is_retried() {
                 RequestOptions::new().idempotent(true).retry(policy),
             )
             .unwrap_err();
-        assert!(matches!(err, Error::RetriesExhausted { attempts: 2, .. }), "{err}");
+        assert!(
+            matches!(err, Error::RetriesExhausted { attempts: 2, .. }),
+            "{err}"
+        );
         assert_eq!(client.stats().restarts, 1);
     });
 }
@@ -184,7 +207,10 @@ fn a_tool_call_marked_idempotent_is_retried() {
 #[test]
 fn a_timeout_is_retried_without_a_restart() {
     watchdog(LIMIT, || {
-        let mut client = fixture("never_answers.py").initialize(false).spawn().unwrap();
+        let mut client = fixture("never_answers.py")
+            .initialize(false)
+            .spawn()
+            .unwrap();
         let policy = RetryPolicy {
             attempts: 2,
             initial_backoff: Duration::from_millis(10),
@@ -199,7 +225,10 @@ fn a_timeout_is_retried_without_a_restart() {
                     .retry(policy),
             )
             .unwrap_err();
-        assert!(matches!(err, Error::RetriesExhausted { attempts: 2, .. }), "{err}");
+        assert!(
+            matches!(err, Error::RetriesExhausted { attempts: 2, .. }),
+            "{err}"
+        );
         assert_eq!(client.stats().restarts, 0);
     });
 }

@@ -18,7 +18,11 @@ fn a_well_behaved_server_ends_at_stdin_eof() {
         let shutdown = client.close();
         assert_eq!(shutdown.stage, ShutdownStage::StdinClosed);
         assert!(shutdown.status.unwrap().success());
-        assert!(shutdown.elapsed < Duration::from_secs(2), "{:?}", shutdown.elapsed);
+        assert!(
+            shutdown.elapsed < Duration::from_secs(2),
+            "{:?}",
+            shutdown.elapsed
+        );
         assert!(!process_alive(pid));
         assert!(client.pid().is_none());
     });
@@ -92,15 +96,26 @@ fn a_grandchild_holding_the_pipes_does_not_delay_close_and_is_not_orphaned() {
         let _ = std::fs::remove_file(&marker);
         let mut client = fixture("grandchild.py").arg(&marker).spawn().unwrap();
         client.ping().unwrap();
-        let grandchild: u32 = std::fs::read_to_string(&marker).unwrap().trim().parse().unwrap();
+        let grandchild: u32 = std::fs::read_to_string(&marker)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
         let _ = std::fs::remove_file(&marker);
         assert!(process_alive(grandchild));
         let shutdown = client.close();
         // The server itself exits at EOF; the grandchild still holds its stdout and stderr, so
         // waiting for pipe EOF would hang. The client waits on the process instead.
         assert_eq!(shutdown.stage, ShutdownStage::StdinClosed);
-        assert!(shutdown.elapsed < Duration::from_secs(2), "{:?}", shutdown.elapsed);
-        assert!(wait_dead(grandchild, Duration::from_secs(2)), "grandchild {grandchild} survived");
+        assert!(
+            shutdown.elapsed < Duration::from_secs(2),
+            "{:?}",
+            shutdown.elapsed
+        );
+        assert!(
+            wait_dead(grandchild, Duration::from_secs(2)),
+            "grandchild {grandchild} survived"
+        );
     });
 }
 

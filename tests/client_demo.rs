@@ -23,9 +23,13 @@ fn every_helper_works_against_the_demo() {
         for name in ["echo", "fail", "panic", "sleep", "stats"] {
             assert!(names.contains(&name), "{name} missing from {names:?}");
         }
-        let echo = client.call_tool("echo", json!({"text": "hi demo"})).unwrap();
+        let echo = client
+            .call_tool("echo", json!({"text": "hi demo"}))
+            .unwrap();
         assert_eq!(first_text(&echo), "hi demo");
-        let fail = client.call_tool("fail", json!({"message": "boom"})).unwrap();
+        let fail = client
+            .call_tool("fail", json!({"message": "boom"}))
+            .unwrap();
         assert_eq!(fail["isError"], true);
         // `panic` must not take the server down, however it answers.
         let _ = client.call_tool("panic", json!({}));
@@ -33,11 +37,15 @@ fn every_helper_works_against_the_demo() {
         let resources = client.list_resources().unwrap();
         assert!(resources.iter().any(|r| r["uri"] == "mcpipe://demo/readme"));
         let readme = client.read_resource("mcpipe://demo/readme").unwrap();
-        assert!(readme["contents"][0]["text"].as_str().is_some_and(|t| !t.is_empty()));
+        assert!(readme["contents"][0]["text"]
+            .as_str()
+            .is_some_and(|t| !t.is_empty()));
         let prompts = client.list_prompts().unwrap();
         assert!(prompts.iter().any(|p| p["name"] == "greet"));
         let greeting = client.get_prompt("greet", json!({"name": "Ada"})).unwrap();
-        assert!(greeting["messages"].as_array().is_some_and(|m| !m.is_empty()));
+        assert!(greeting["messages"]
+            .as_array()
+            .is_some_and(|m| !m.is_empty()));
         let err = client
             .request("no/such/method", None, RequestOptions::new())
             .unwrap_err();
@@ -102,7 +110,10 @@ fn the_hard_maximum_ends_a_demo_sleep_despite_progress() {
             .unwrap_err();
         assert!(matches!(err, Error::Timeout { .. }), "{err}");
         let took = started.elapsed();
-        assert!(took >= Duration::from_millis(1000) && took < Duration::from_secs(5), "{took:?}");
+        assert!(
+            took >= Duration::from_millis(1000) && took < Duration::from_secs(5),
+            "{took:?}"
+        );
     });
 }
 
@@ -113,12 +124,20 @@ fn the_demo_closes_at_stdin_eof_and_by_sigterm() {
         let pid = client.pid().unwrap();
         let shutdown = client.close();
         assert_eq!(shutdown.stage, ShutdownStage::StdinClosed);
-        assert!(shutdown.elapsed < Duration::from_secs(1), "{:?}", shutdown.elapsed);
+        assert!(
+            shutdown.elapsed < Duration::from_secs(1),
+            "{:?}",
+            shutdown.elapsed
+        );
         assert!(!process_alive(pid));
 
         let mut client = demo().spawn().unwrap();
         let shutdown = client.terminate(Duration::from_secs(2));
         assert_eq!(shutdown.stage, ShutdownStage::Terminated);
-        assert!(shutdown.elapsed < Duration::from_secs(1), "{:?}", shutdown.elapsed);
+        assert!(
+            shutdown.elapsed < Duration::from_secs(1),
+            "{:?}",
+            shutdown.elapsed
+        );
     });
 }

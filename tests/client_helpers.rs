@@ -16,7 +16,10 @@ fn handshake_negotiates_a_supported_version() {
     watchdog(LIMIT, || {
         let mut client = fixture("good_server.py").spawn().unwrap();
         assert_eq!(client.protocol_version(), "2025-11-25");
-        assert_eq!(client.initialize_result()["serverInfo"]["name"], "good-fixture");
+        assert_eq!(
+            client.initialize_result()["serverInfo"]["name"],
+            "good-fixture"
+        );
         assert!(client.pid().is_some());
         client.close();
     });
@@ -87,7 +90,9 @@ fn call_tool_returns_results_and_tool_errors_as_results() {
         let mut client = fixture("good_server.py").spawn().unwrap();
         let echo = client.call_tool("echo", json!({"text": "hi"})).unwrap();
         assert_eq!(first_text(&echo), "hi");
-        let fail = client.call_tool("fail", json!({"message": "boom"})).unwrap();
+        let fail = client
+            .call_tool("fail", json!({"message": "boom"}))
+            .unwrap();
         assert_eq!(fail["isError"], true);
         assert_eq!(first_text(&fail), "failed: boom");
         let unknown = client.call_tool("nope", Value::Null).unwrap_err();
@@ -126,7 +131,10 @@ fn unknown_method_is_an_rpc_error_with_a_sentence() {
         assert!(matches!(&err, Error::Rpc(e) if e.code == ErrorCode::METHOD_NOT_FOUND));
         assert!(!err.is_retryable());
         let text = err.to_string();
-        assert!(text.starts_with("the server answered with an error"), "{text}");
+        assert!(
+            text.starts_with("the server answered with an error"),
+            "{text}"
+        );
     });
 }
 
@@ -166,7 +174,10 @@ fn notifications_are_queued_in_order() {
         assert_eq!(notes.len(), 3);
         assert_eq!(notes[2].method, "notifications/message");
         assert_eq!(notes[2].params.as_ref().unwrap()["data"], "note 2");
-        assert!(client.next_notification(Duration::from_millis(50)).unwrap().is_none());
+        assert!(client
+            .next_notification(Duration::from_millis(50))
+            .unwrap()
+            .is_none());
     });
 }
 
@@ -191,12 +202,20 @@ fn stderr_lines_reach_the_callback_and_the_tail() {
         let lines = Arc::new(Mutex::new(Vec::new()));
         let sink = Arc::clone(&lines);
         let mut client = fixture("good_server.py")
-            .on_stderr(move |l| sink.lock().unwrap().push(String::from_utf8_lossy(l).into_owned()))
+            .on_stderr(move |l| {
+                sink.lock()
+                    .unwrap()
+                    .push(String::from_utf8_lossy(l).into_owned())
+            })
             .spawn()
             .unwrap();
         let err = client.call_tool("exit", json!({"code": 0})).unwrap_err();
         assert!(matches!(err, Error::ServerExited { .. }), "{err}");
-        assert!(lines.lock().unwrap().iter().any(|l| l == "exiting on request"));
+        assert!(lines
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l == "exiting on request"));
         assert!(client.stderr_tail().contains("exiting on request"));
     });
 }
@@ -213,12 +232,10 @@ fn environment_is_inherited_or_restricted_to_an_allowlist() {
         };
         let all = run(mcpipe::Client::builder("python3").args(["-c", script]));
         assert!(all.contains("MCPIPE_TEST_SECRET"), "{all}");
-        let some = run(
-            mcpipe::Client::builder("python3")
-                .args(["-c", script])
-                .env_allowlist(["PATH"])
-                .env("MCPIPE_TEST_GIVEN", "1"),
-        );
+        let some = run(mcpipe::Client::builder("python3")
+            .args(["-c", script])
+            .env_allowlist(["PATH"])
+            .env("MCPIPE_TEST_GIVEN", "1"));
         assert!(!some.contains("MCPIPE_TEST_SECRET"), "{some}");
         assert!(some.contains("MCPIPE_TEST_GIVEN"), "{some}");
     });
@@ -231,9 +248,15 @@ fn requests_sent_raw_are_answered_as_stray_responses() {
         client
             .send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":\"raw-1\",\"method\":\"ping\"}\n{oops\n")
             .unwrap();
-        let first = client.next_stray_response(Duration::from_secs(5)).unwrap().unwrap();
+        let first = client
+            .next_stray_response(Duration::from_secs(5))
+            .unwrap()
+            .unwrap();
         assert_eq!(first.id, Some("raw-1".into()));
-        let second = client.next_stray_response(Duration::from_secs(5)).unwrap().unwrap();
+        let second = client
+            .next_stray_response(Duration::from_secs(5))
+            .unwrap()
+            .unwrap();
         assert_eq!(second.id, None);
         assert_eq!(second.result.unwrap_err().code, ErrorCode::PARSE_ERROR);
     });

@@ -20,11 +20,15 @@ fn no_fd_thread_or_child_outlives_a_client() {
         let threads = count("/proc/self/task");
         let mut pids = Vec::new();
         for i in 0..10 {
-            let mut client = fixture(if i % 2 == 0 { "good_server.py" } else { "grandchild.py" })
-                .arg(std::env::temp_dir().join(format!("mcpipe-leak-{}-{i}", std::process::id())))
-                .close_timeouts(Duration::from_millis(500), Duration::from_millis(500))
-                .spawn()
-                .unwrap();
+            let mut client = fixture(if i % 2 == 0 {
+                "good_server.py"
+            } else {
+                "grandchild.py"
+            })
+            .arg(std::env::temp_dir().join(format!("mcpipe-leak-{}-{i}", std::process::id())))
+            .close_timeouts(Duration::from_millis(500), Duration::from_millis(500))
+            .spawn()
+            .unwrap();
             client.ping().unwrap();
             pids.push(client.pid().unwrap());
             if i % 3 == 0 {
@@ -39,7 +43,10 @@ fn no_fd_thread_or_child_outlives_a_client() {
         assert_eq!(count("/proc/self/fd"), fds);
         assert_eq!(count("/proc/self/task"), threads);
         for pid in pids {
-            assert!(!client_util::process_alive(pid), "server {pid} outlived its client");
+            assert!(
+                !client_util::process_alive(pid),
+                "server {pid} outlived its client"
+            );
         }
         // Our children are all reaped: no thread of this process has a child left.
         for task in std::fs::read_dir("/proc/self/task").unwrap() {

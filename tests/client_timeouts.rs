@@ -39,7 +39,9 @@ fn timeout_sends_cancellation_and_the_server_stops() {
         }
         assert!(waited < Duration::from_secs(3), "{waited:?}");
         assert!(err.is_retryable());
-        assert!(err.to_string().starts_with("the server did not answer tools/call within 0.3"));
+        assert!(err
+            .to_string()
+            .starts_with("the server did not answer tools/call within 0.3"));
         // The server saw the cancellation and stopped the work.
         let mut stats = server_stats(&mut client);
         let end = Instant::now() + Duration::from_secs(5);
@@ -125,10 +127,17 @@ fn the_hard_maximum_applies_whatever_the_progress() {
 #[test]
 fn a_request_to_a_server_that_never_answers_times_out() {
     watchdog(LIMIT, || {
-        let mut client = fixture("never_answers.py").initialize(false).spawn().unwrap();
+        let mut client = fixture("never_answers.py")
+            .initialize(false)
+            .spawn()
+            .unwrap();
         let started = Instant::now();
         let err = client
-            .request("ping", None, RequestOptions::new().timeout(Duration::from_millis(300)))
+            .request(
+                "ping",
+                None,
+                RequestOptions::new().timeout(Duration::from_millis(300)),
+            )
             .unwrap_err();
         assert!(matches!(err, Error::Timeout { .. }), "{err}");
         assert!(started.elapsed() < Duration::from_secs(3));
@@ -143,8 +152,15 @@ fn the_handshake_has_a_deadline() {
             .init_timeout(Duration::from_millis(500))
             .spawn()
             .unwrap_err();
-        assert!(matches!(&err, Error::Timeout { method, .. } if method == "initialize"), "{err}");
-        assert!(started.elapsed() < Duration::from_secs(4), "{:?}", started.elapsed());
+        assert!(
+            matches!(&err, Error::Timeout { method, .. } if method == "initialize"),
+            "{err}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(4),
+            "{:?}",
+            started.elapsed()
+        );
     });
 }
 
@@ -159,10 +175,13 @@ fn heartbeat_keeps_a_live_server_and_any_answer_counts() {
                 .unwrap();
             client.pump(Duration::from_millis(600)).unwrap();
             assert!(client.stats().heartbeats >= 2, "{:?}", client.stats());
-            client.ping().map_err(|e| e.to_string()).unwrap_or_else(|e| {
-                // With --no-ping the explicit ping is an RPC error, but the server is alive.
-                assert!(e.contains("-32601"), "{e}");
-            });
+            client
+                .ping()
+                .map_err(|e| e.to_string())
+                .unwrap_or_else(|e| {
+                    // With --no-ping the explicit ping is an RPC error, but the server is alive.
+                    assert!(e.contains("-32601"), "{e}");
+                });
             assert_eq!(client.stats().unmatched_responses, 0);
         }
     });
@@ -180,7 +199,11 @@ fn heartbeat_declares_a_silent_server_dead() {
         let started = Instant::now();
         let err = client.pump(Duration::from_secs(10)).unwrap_err();
         assert!(matches!(err, Error::Unresponsive { .. }), "{err}");
-        assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "{:?}",
+            started.elapsed()
+        );
         assert!(client_util::wait_dead(pid, Duration::from_secs(2)));
         // Every later request fails at once with the same news.
         let err = client.ping().unwrap_err();

@@ -27,7 +27,9 @@ fn probe(args: &[&str]) -> (Output, Duration) {
     impl Drop for KillOnDrop {
         fn drop(&mut self) {
             if !self.1 {
-                let _ = Command::new("kill").args(["-9", &self.0.to_string()]).status();
+                let _ = Command::new("kill")
+                    .args(["-9", &self.0.to_string()])
+                    .status();
             }
         }
     }
@@ -173,7 +175,13 @@ fn list_and_usage_errors() {
         assert!(output.status.success());
         let text = String::from_utf8(output.stdout).unwrap();
         assert_eq!(text.lines().count(), 16, "{text}");
-        for name in ["init-burst", "ping-burst", "cancellation", "latency", "throughput"] {
+        for name in [
+            "init-burst",
+            "ping-burst",
+            "cancellation",
+            "latency",
+            "throughput",
+        ] {
             assert!(text.contains(name), "{name}: {text}");
         }
         let (output, _) = probe(&["--only", "no-such-check"]);

@@ -215,7 +215,11 @@ impl ClientBuilder {
 
     /// How long [`Client::close`] waits after closing the server's stdin, and then after
     /// SIGTERM, before the next step (default 2 s each).
-    pub fn close_timeouts(mut self, after_stdin: Duration, after_sigterm: Duration) -> ClientBuilder {
+    pub fn close_timeouts(
+        mut self,
+        after_stdin: Duration,
+        after_sigterm: Duration,
+    ) -> ClientBuilder {
         self.settings.stdin_grace = after_stdin;
         self.settings.term_grace = after_sigterm;
         self

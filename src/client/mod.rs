@@ -287,7 +287,11 @@ impl Client {
             .clone()
             .unwrap_or_else(|| self.settings.retry.clone());
         let idempotent = options.idempotent.unwrap_or(method != "tools/call");
-        let attempts = if idempotent { policy.attempts.max(1) } else { 1 };
+        let attempts = if idempotent {
+            policy.attempts.max(1)
+        } else {
+            1
+        };
         let mut attempt = 1;
         loop {
             let result = self
@@ -376,7 +380,7 @@ impl Client {
             reset_on_progress: options.reset_on_progress.unwrap_or(true),
             deadline: started + timeout,
             hard_deadline,
-            progress: options.progress.as_mut().map(|f| &mut **f),
+            progress: options.progress.as_deref_mut(),
             response: None,
         };
         let outcome = self.run(None, Some(&mut waiting), Until::Response);
@@ -552,7 +556,11 @@ impl Client {
     /// As [`Client::request`]; a missing resource is usually [`Error::Rpc`] with code `-32002`
     /// or `-32602`.
     pub fn read_resource(&mut self, uri: &str) -> Result<Value, Error> {
-        self.request("resources/read", Some(json!({ "uri": uri })), RequestOptions::new())
+        self.request(
+            "resources/read",
+            Some(json!({ "uri": uri })),
+            RequestOptions::new(),
+        )
     }
 
     /// Every prompt the server lists, following `nextCursor` to the last page.
@@ -665,7 +673,12 @@ impl Client {
         self.shut_down(false, Duration::ZERO, grace)
     }
 
-    fn shut_down(&mut self, close_stdin: bool, stdin_grace: Duration, term_grace: Duration) -> Shutdown {
+    fn shut_down(
+        &mut self,
+        close_stdin: bool,
+        stdin_grace: Duration,
+        term_grace: Duration,
+    ) -> Shutdown {
         self.closed = true;
         let Some(mut process) = self.process.take() else {
             return self.last_shutdown.unwrap_or(Shutdown {
@@ -758,7 +771,11 @@ impl Client {
 
     /// The server exited, closed its stdout, or stopped reading: take what it wrote before it
     /// went, give it a moment to exit (for the status), and mark it dead.
-    fn settle_death(&mut self, waiting: &mut Option<&mut Waiting<'_, '_>>, until: Until) -> Result<(), Error> {
+    fn settle_death(
+        &mut self,
+        waiting: &mut Option<&mut Waiting<'_, '_>>,
+        until: Until,
+    ) -> Result<(), Error> {
         let grace_end = Instant::now() + EXIT_GRACE;
         loop {
             let Client {
@@ -869,7 +886,9 @@ impl Client {
                     format!("the server wrote a line that is not a message ({why}): {excerpt}")
                 });
             }
-            Inbound::Message(Message::Response(response)) => self.handle_response(response, waiting),
+            Inbound::Message(Message::Response(response)) => {
+                self.handle_response(response, waiting)
+            }
             Inbound::Message(Message::Request(request)) => self.answer(request),
             Inbound::Message(Message::Notification(notification)) => {
                 self.handle_notification(notification, waiting);

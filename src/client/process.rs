@@ -213,8 +213,11 @@ impl ServerProcess {
                 .register(&mut stdin, STDIN, Interest::WRITABLE)?;
             let pidfd = sys::pidfd_open(pgid).ok();
             if let Some(fd) = &pidfd {
-                poll.registry()
-                    .register(&mut SourceFd(&fd.as_raw_fd()), EXITED, Interest::READABLE)?;
+                poll.registry().register(
+                    &mut SourceFd(&fd.as_raw_fd()),
+                    EXITED,
+                    Interest::READABLE,
+                )?;
             }
             Ok((poll, pidfd))
         };
@@ -451,7 +454,10 @@ impl ServerProcess {
                 self.status = Some(status);
                 // The pidfd has done its job; a readable pidfd would wake every later poll.
                 if let Some(fd) = self.pidfd.take() {
-                    let _ = self.poll.registry().deregister(&mut SourceFd(&fd.as_raw_fd()));
+                    let _ = self
+                        .poll
+                        .registry()
+                        .deregister(&mut SourceFd(&fd.as_raw_fd()));
                 }
             }
         }

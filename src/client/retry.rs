@@ -115,7 +115,10 @@ mod tests {
         let mut s = seed();
         for _ in 0..1000 {
             let d = p.delay_before(2, &mut s);
-            assert!(d >= Duration::from_millis(400) && d < Duration::from_millis(600), "{d:?}");
+            assert!(
+                d >= Duration::from_millis(400) && d < Duration::from_millis(600),
+                "{d:?}"
+            );
         }
     }
 }

@@ -29,13 +29,18 @@ pub(crate) fn mcpipe_bin() -> PathBuf {
 
 /// A client builder for `mcpipe demo`.
 pub(crate) fn demo() -> ClientBuilder {
-    Client::builder(mcpipe_bin()).arg("demo").log_bad_lines(false)
+    Client::builder(mcpipe_bin())
+        .arg("demo")
+        .log_bad_lines(false)
 }
 
 /// Runs `f` on its own thread and fails the test if it takes longer than `limit`, so no test
 /// can hang. A timed-out test leaves its thread behind, but not its servers: a client's server
 /// gets SIGKILL when the thread that spawned it dies, and the test process exits soon after.
-pub(crate) fn watchdog<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
+pub(crate) fn watchdog<T: Send + 'static>(
+    limit: Duration,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> T {
     let (tx, rx) = mpsc::channel();
     let handle = std::thread::spawn(move || {
         let out = f();

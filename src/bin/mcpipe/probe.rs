@@ -91,7 +91,11 @@ fn parse_only(names: &str) -> Result<Vec<String>, String> {
 
 /// Runs `mcpipe probe` with the arguments after the subcommand.
 pub(crate) fn run(args: Vec<String>) -> ExitCode {
-    if args.iter().take_while(|a| *a != "--").any(|a| a == "-h" || a == "--help") {
+    if args
+        .iter()
+        .take_while(|a| *a != "--")
+        .any(|a| a == "-h" || a == "--help")
+    {
         eprintln!("{HELP}");
         return ExitCode::SUCCESS;
     }
@@ -119,11 +123,12 @@ pub(crate) fn run(args: Vec<String>) -> ExitCode {
             }
         },
     };
-    let colour = !options.json && io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let colour =
+        !options.json && io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     if !options.json {
         let _ = writeln!(out, "probing: {}", target.display());
         let _ = writeln!(out);
-        let _ = writeln!(out, "{:<16} {:<6} {:>9}  {}", "CHECK", "RESULT", "TIME", "DETAIL");
+        let _ = writeln!(out, "{:<16} {:<6} {:>9}  DETAIL", "CHECK", "RESULT", "TIME");
         let _ = out.flush();
     }
     let started = Instant::now();
@@ -160,7 +165,11 @@ pub(crate) fn run(args: Vec<String>) -> ExitCode {
         results.push((check.name, status, elapsed, detail));
     }
     let count = |s: Status| results.iter().filter(|r| r.1 == s).count();
-    let (passed, failed, skipped) = (count(Status::Pass), count(Status::Fail), count(Status::Skip));
+    let (passed, failed, skipped) = (
+        count(Status::Pass),
+        count(Status::Fail),
+        count(Status::Skip),
+    );
     if options.json {
         let checks: Vec<Value> = results
             .iter()
