@@ -56,7 +56,10 @@ fn server_everything_handshake_tools_call_and_close() {
         let result = client
             .call_tool("echo", json!({"message": "hello from mcpipe"}))
             .unwrap();
-        assert!(first_text(&result).contains("hello from mcpipe"), "{result}");
+        assert!(
+            first_text(&result).contains("hello from mcpipe"),
+            "{result}"
+        );
         client.ping().unwrap();
         assert_eq!(client.stats().bad_lines, 0);
         let pid = client.pid().unwrap();
