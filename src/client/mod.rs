@@ -789,6 +789,7 @@ impl Client {
                     callback(line);
                 }
             };
+            process.assume_readable();
             let read = process.read_available(&mut sink);
             let exited = process.check_exit().is_some();
             let more = read || process.may_have_input();

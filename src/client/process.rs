@@ -391,6 +391,14 @@ impl ServerProcess {
         progressed
     }
 
+    /// Makes the next `read_available` try both pipes whatever the last readiness events said:
+    /// once the server is gone, what it wrote last must be read even if its readiness event
+    /// has not been collected yet (reading a non-blocking pipe is harmless).
+    pub(crate) fn assume_readable(&mut self) {
+        self.stdout_ready = true;
+        self.stderr_ready = true;
+    }
+
     /// Whether a pipe may hold unread bytes (so the caller must read before sleeping).
     pub(crate) fn may_have_input(&self) -> bool {
         (self.stdout_ready && !self.stdout_eof) || (self.stderr_ready && !self.stderr_eof)
@@ -497,6 +505,9 @@ impl ServerProcess {
     fn wait_exit(&mut self, deadline: Instant, on_stderr: &mut dyn FnMut(&[u8])) -> bool {
         loop {
             if self.check_exit().is_some() {
+                // Its last words, for the stderr tail (bounded by the read budget).
+                self.assume_readable();
+                self.read_available(on_stderr);
                 return true;
             }
             self.read_available(on_stderr);
