@@ -46,7 +46,7 @@ pub struct ChildOutput {
 /// The direct child and its process group; dropping it stops and reaps whatever still runs.
 struct Group {
     child: Child,
-    pgid: u32,
+    pgid: libc::pid_t,
     reaped: Option<ExitStatus>,
 }
 
@@ -61,7 +61,7 @@ impl Group {
     /// SIGTERM to the group, SIGKILL after the grace, then reap the direct child.
     fn terminate(&mut self) -> io::Result<ExitStatus> {
         // ESRCH (nobody left) is the good case; nothing else can usefully be done on error.
-        let _ = sys::kill_group(self.pgid, libc::SIGTERM);
+        let _ = sys::signal_group(self.pgid, libc::SIGTERM);
         let until = Instant::now() + TERM_GRACE;
         while Instant::now() < until {
             if self.try_wait()?.is_some() && !sys::group_exists(self.pgid) {
@@ -69,7 +69,7 @@ impl Group {
             }
             std::thread::sleep(Duration::from_millis(2));
         }
-        let _ = sys::kill_group(self.pgid, libc::SIGKILL);
+        let _ = sys::signal_group(self.pgid, libc::SIGKILL);
         match self.reaped {
             Some(status) => Ok(status),
             None => {
@@ -158,7 +158,7 @@ pub(crate) fn run(
     timeout: Option<Duration>,
 ) -> Result<ChildOutput, Error> {
     let program = command.get_program().to_string_lossy().into_owned();
-    let failed = |source: io::Error| Error::Child {
+    let failed = |source: io::Error| Error::Spawn {
         program: program.clone(),
         source,
     };
@@ -174,7 +174,8 @@ pub(crate) fn run(
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
     let mut group = Group {
-        pgid: child.id(),
+        // Pids always fit a pid_t; 0 would only make `signal_group` refuse, never misfire.
+        pgid: libc::pid_t::try_from(child.id()).unwrap_or(0),
         child,
         reaped: None,
     };

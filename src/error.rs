@@ -2,6 +2,10 @@
 
 use std::fmt;
 use std::io;
+use std::process::ExitStatus;
+use std::time::Duration;
+
+use crate::message::ErrorObject;
 
 /// Why [`Server::serve`](crate::Server::serve) returned normally.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,25 +53,89 @@ pub enum Error {
     /// A shutdown signal (SIGTERM, SIGINT, SIGHUP) arrived while a handler was working: it should
     /// stop, and the loop ends once it returns.
     Shutdown,
-    /// A request sent to the peer got no response before its deadline.
-    Timeout,
-    /// The peer answered a request we sent with an error.
-    Remote(crate::ErrorObject),
     /// The peer did not declare the capability a request needs, so it was not sent.
     Unsupported(String),
-    /// A child process could not be started or waited for.
-    Child {
-        /// The program that was run.
+    /// A program could not be started (the client's server, a handler's child process) or
+    /// waited for.
+    Spawn {
+        /// The program that was to run.
         program: String,
-        /// The underlying error.
+        /// Why it could not start.
         source: io::Error,
     },
+    /// A request got no answer in time: its timeout passed with no progress to reset it, or its
+    /// hard maximum passed. The sender sent `notifications/cancelled` for it (except for
+    /// `initialize`, which must not be cancelled) and drops any late answer.
+    Timeout {
+        /// The method of the request.
+        method: String,
+        /// How long the client waited.
+        elapsed: Duration,
+    },
+    /// The server exited, or closed its stdout, while the client needed it. Every request
+    /// waiting at that moment fails at once with this error.
+    ServerExited {
+        /// How the server ended; `None` when it closed its stdout but was still running.
+        status: Option<ExitStatus>,
+        /// The last lines the server wrote on stderr (at most 64 KiB).
+        stderr_tail: String,
+    },
+    /// The heartbeat found the server silent: no answer to a `ping`, and nothing else either,
+    /// for longer than the heartbeat allows. The client killed it.
+    Unresponsive {
+        /// How long the server had been silent.
+        silence: Duration,
+    },
+    /// The server broke the protocol: an unusable `initialize` result, an unsupported protocol
+    /// version, a malformed result.
+    Protocol {
+        /// What is wrong, as a phrase.
+        reason: String,
+        /// The offending message, truncated (may be empty).
+        line: String,
+    },
+    /// The peer answered a request with a JSON-RPC error object.
+    Rpc(ErrorObject),
+    /// A retry policy ran out of attempts.
+    RetriesExhausted {
+        /// How many attempts were made.
+        attempts: u32,
+        /// The error of the last attempt.
+        last: Box<Error>,
+    },
+    /// The client was closed, or its server could not be restarted: no more requests.
+    Closed,
 }
 
 impl Error {
     pub(crate) fn io(doing: &'static str, source: io::Error) -> Error {
         Error::Io { doing, source }
     }
+
+    /// Whether trying again may help: a timeout, an I/O failure, a server that exited or went
+    /// silent. Never an RPC or protocol error (the server would answer the same again).
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            Error::Io { .. }
+                | Error::PeerGone
+                | Error::Timeout { .. }
+                | Error::ServerExited { .. }
+                | Error::Unresponsive { .. }
+        )
+    }
+}
+
+/// The end of `text`, at most `max` bytes, cut at a character boundary.
+fn tail_of(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut start = text.len() - max;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    &text[start..]
 }
 
 impl fmt::Display for Error {
@@ -77,10 +145,45 @@ impl fmt::Display for Error {
             Error::PeerGone => write!(f, "the peer closed the connection"),
             Error::Cancelled => write!(f, "the request was cancelled"),
             Error::Shutdown => write!(f, "the server is shutting down"),
-            Error::Timeout => write!(f, "no response before the deadline"),
-            Error::Remote(e) => write!(f, "the peer answered with an error: {e}"),
             Error::Unsupported(why) => write!(f, "not supported by the peer: {why}"),
-            Error::Child { program, source } => write!(f, "running {program}: {source}"),
+            Error::Spawn { program, source } => {
+                write!(f, "could not run {program:?}: {source}")
+            }
+            Error::Timeout { method, elapsed } => write!(
+                f,
+                "the peer did not answer {method} within {:.3} s",
+                elapsed.as_secs_f64()
+            ),
+            Error::ServerExited {
+                status,
+                stderr_tail,
+            } => {
+                match status {
+                    Some(status) => write!(f, "the server exited ({status})")?,
+                    None => write!(f, "the server closed its stdout")?,
+                }
+                let tail = stderr_tail.trim_end();
+                if tail.is_empty() {
+                    write!(f, "; its stderr was empty")
+                } else {
+                    // The whole tail is in the field; a sentence shows its end.
+                    write!(f, "; its stderr ended with: {}", tail_of(tail, 1000))
+                }
+            }
+            Error::Unresponsive { silence } => write!(
+                f,
+                "the server was silent for {:.3} s, not even answering a ping",
+                silence.as_secs_f64()
+            ),
+            Error::Protocol { reason, line } if line.is_empty() => {
+                write!(f, "protocol error: {reason}")
+            }
+            Error::Protocol { reason, line } => write!(f, "protocol error: {reason}: {line}"),
+            Error::Rpc(error) => write!(f, "the peer answered with an error: {error}"),
+            Error::RetriesExhausted { attempts, last } => {
+                write!(f, "gave up after {attempts} attempts: {last}")
+            }
+            Error::Closed => write!(f, "the client is closed"),
         }
     }
 }
@@ -88,8 +191,9 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Io { source, .. } | Error::Child { source, .. } => Some(source),
-            Error::Remote(e) => Some(e),
+            Error::Io { source, .. } | Error::Spawn { source, .. } => Some(source),
+            Error::Rpc(error) => Some(error),
+            Error::RetriesExhausted { last, .. } => Some(&**last),
             _ => None,
         }
     }

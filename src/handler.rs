@@ -255,7 +255,7 @@ impl<'a> Context<'a> {
     /// [`Handler::handle_response`].
     ///
     /// # Errors
-    /// [`Error::Remote`] when the peer answered with an error, [`Error::Timeout`] at the
+    /// [`Error::Rpc`] when the peer answered with an error, [`Error::Timeout`] at the
     /// deadline, and the errors of [`Context::checkpoint`] and [`Context::send`].
     pub fn call(
         &mut self,
@@ -263,7 +263,8 @@ impl<'a> Context<'a> {
         params: Option<Value>,
         timeout: Duration,
     ) -> Result<Value, Error> {
-        let deadline = Instant::now() + timeout;
+        let started = Instant::now();
+        let deadline = started + timeout;
         let id = self.send_request(method, params)?;
         self.conn.awaiting = Some(id.clone());
         self.conn.arrived = None;
@@ -271,7 +272,7 @@ impl<'a> Context<'a> {
         let outcome = loop {
             self.conn.peek(true);
             if let Some(response) = self.conn.arrived.take() {
-                break response.result.map_err(Error::Remote);
+                break response.result.map_err(Error::Rpc);
             }
             if self.conn.interrupted() {
                 break Err(self.interruption());
@@ -283,7 +284,10 @@ impl<'a> Context<'a> {
                         serde_json::json!({ "requestId": id.to_value(), "reason": reason });
                     let _ = self.notify(&cancel, Some(params));
                 }
-                break Err(Error::Timeout);
+                break Err(Error::Timeout {
+                    method: method.to_owned(),
+                    elapsed: started.elapsed(),
+                });
             }
             if let Err(e) = self.conn.wait_until(deadline) {
                 break Err(e);
@@ -306,7 +310,7 @@ impl<'a> Context<'a> {
     /// (after 100 ms in which they may finish writing).
     ///
     /// # Errors
-    /// [`Error::Child`] when the command cannot be started; [`Error::Cancelled`],
+    /// [`Error::Spawn`] when the command cannot be started; [`Error::Cancelled`],
     /// [`Error::Shutdown`] or [`Error::PeerGone`] when it was stopped for those reasons. A
     /// timeout is not an error: [`ChildOutput::timed_out`] says so.
     ///

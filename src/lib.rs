@@ -109,6 +109,7 @@
 #![deny(missing_docs)]
 
 mod child;
+mod client;
 mod connection;
 mod diagnostics;
 mod endpoint;
@@ -128,6 +129,10 @@ mod write_queue;
 struct ReadmeDoctests;
 
 pub use child::ChildOutput;
+pub use client::{
+    Client, ClientBuilder, ClientStats, Progress, RequestOptions, RetryPolicy, Shutdown,
+    ShutdownStage,
+};
 pub use error::{Error, Outcome};
 pub use handler::{Context, Handler, Stats};
 pub use mcp::arguments::Arguments;

@@ -376,30 +376,83 @@ impl Drop for SigpipeIgnored {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Child process groups (issue 3): signalling every process a command started, so a cancelled or
-// finished command leaves nothing behind.
+// Child processes and their groups: what the client needs to supervise a server it spawned, and
+// what a handler's child command needs. A spawned child leads its own process group (its pgid is
+// its pid), so a signal to the group reaches every process it started that did not leave the
+// group on purpose; a cancelled or finished command leaves nothing behind.
 // ---------------------------------------------------------------------------------------------
 
-/// Sends `signal` to every process in the process group `pgid` (`kill(-pgid, signal)`).
+/// Sends `signal` to every process in the group `pgid` (`kill(-pgid, signal)`).
 ///
-/// Fails with ESRCH when the group has no process left, which callers usually ignore.
-pub(crate) fn kill_group(pgid: u32, signal: libc::c_int) -> io::Result<()> {
-    let pgid = libc::pid_t::try_from(pgid)
-        .ok()
-        .filter(|p| *p > 1)
-        // A group id of 0 or 1 would signal our own group or every process: never do that.
-        .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
-    // SAFETY: kill takes plain integers and touches no memory; `-pgid` names a process group
-    // (pgid > 1, checked above), never "all processes" (-1) or our own group (0).
+/// Fails with ESRCH when the group has no process left.
+pub(crate) fn signal_group(pgid: libc::pid_t, signal: libc::c_int) -> io::Result<()> {
+    if pgid <= 1 {
+        // -1 would mean "every process we may signal", and 0 our own group: never either.
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    }
+    // SAFETY: kill takes plain integers and touches no memory; `-pgid` is a negative number
+    // below -1, which names exactly one process group.
     cvt(unsafe { libc::kill(-pgid, signal) }).map(drop)
 }
 
 /// Whether any process of group `pgid` still exists (`kill(-pgid, 0)`). Zombies count as
 /// existing until someone reaps them.
-pub(crate) fn group_exists(pgid: u32) -> bool {
-    match kill_group(pgid, 0) {
+pub(crate) fn group_exists(pgid: libc::pid_t) -> bool {
+    match signal_group(pgid, 0) {
         Ok(()) => true,
         Err(e) => e.raw_os_error() == Some(libc::EPERM),
+    }
+}
+
+/// A file descriptor that becomes readable when the process `pid` exits (`pidfd_open(2)`,
+/// Linux 5.3 and later), close-on-exec. Elsewhere, or on an older kernel, it fails and the
+/// caller polls the child's status on a short tick instead.
+pub(crate) fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: pidfd_open takes a pid and a flags word and returns a new fd or -1; it touches
+        // no memory of ours.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0 as libc::c_uint) };
+        let fd = cvt(fd)?;
+        let fd = RawFd::try_from(fd).map_err(|_| io::Error::from(io::ErrorKind::InvalidData))?;
+        // SAFETY: the kernel returned a new fd (close-on-exec by definition) that nobody owns.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = pid;
+        Err(io::Error::from(io::ErrorKind::Unsupported))
+    }
+}
+
+/// Makes the child that `command` spawns receive SIGKILL when the thread that spawned it dies
+/// (Linux `PR_SET_PDEATHSIG`), so a server cannot outlive a client that crashed. Does nothing
+/// on other systems.
+///
+/// The kernel ties this to the spawning *thread*, not the process: a client spawned on a thread
+/// that exits while the client lives on elsewhere loses its server then.
+pub(crate) fn kill_child_with_parent(command: &mut std::process::Command) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::process::CommandExt;
+        let parent = std::process::id() as libc::pid_t;
+        let hook = move || -> io::Result<()> {
+            // SAFETY: prctl with PR_SET_PDEATHSIG takes a signal number and no pointers.
+            cvt(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) })?;
+            // The parent may have died between fork and prctl; then nobody will send the signal.
+            if parent_pid() != parent {
+                return Err(io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        };
+        // SAFETY: the hook runs in the forked child before exec. It only calls prctl and
+        // getppid, both async-signal-safe, and allocates nothing and takes no locks: its errors
+        // are built from raw error codes.
+        unsafe { command.pre_exec(hook) };
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = command;
     }
 }
 

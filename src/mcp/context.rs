@@ -137,7 +137,7 @@ impl<'a> McpContext<'a> {
     ///
     /// # Errors
     /// [`Error::Unsupported`] (nothing sent) when the client lacks the capability;
-    /// [`Error::Remote`], [`Error::Timeout`], [`Error::Cancelled`], [`Error::Shutdown`],
+    /// [`Error::Rpc`], [`Error::Timeout`], [`Error::Cancelled`], [`Error::Shutdown`],
     /// [`Error::PeerGone`] as in [`Context::call`].
     pub fn request(
         &mut self,

@@ -1,0 +1,270 @@
+//! Everything a client is configured with before it spawns its server.
+
+use std::ffi::OsStr;
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::process::Spawn;
+use super::retry::RetryPolicy;
+use super::Client;
+use crate::error::Error;
+use crate::message::Notification;
+
+/// The protocol version the client asks for.
+pub(crate) const LATEST_PROTOCOL_VERSION: &str = "2025-11-25";
+
+/// The versions the client can work with, newest first.
+pub(crate) const SUPPORTED_PROTOCOL_VERSIONS: [&str; 4] =
+    ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+
+pub(crate) type StderrCallback = Box<dyn FnMut(&[u8]) + Send>;
+pub(crate) type NotificationCallback = Box<dyn FnMut(Notification) + Send>;
+
+/// Settings that outlive one server process (a restart reuses them).
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) client_name: String,
+    pub(crate) client_version: String,
+    pub(crate) protocol_version: String,
+    pub(crate) roots: Option<Vec<Value>>,
+    pub(crate) initialize: bool,
+    pub(crate) init_timeout: Duration,
+    pub(crate) timeout: Duration,
+    pub(crate) max_total: Option<Duration>,
+    pub(crate) heartbeat: Option<(Duration, Duration)>,
+    pub(crate) retry: RetryPolicy,
+    pub(crate) stdin_grace: Duration,
+    pub(crate) term_grace: Duration,
+    pub(crate) max_message_bytes: usize,
+    pub(crate) log_bad_lines: bool,
+    pub(crate) max_queued_notifications: usize,
+}
+
+/// Configures and starts a [`Client`]: the server command, its environment, the handshake,
+/// timeouts, the heartbeat, retries, and where stderr and notifications go.
+///
+/// Made by [`Client::builder`]; [`ClientBuilder::spawn`] starts the server and does the
+/// handshake.
+pub struct ClientBuilder {
+    pub(crate) spawn: Spawn,
+    pub(crate) settings: Settings,
+    pub(crate) on_stderr: Option<StderrCallback>,
+    pub(crate) on_notification: Option<NotificationCallback>,
+}
+
+impl fmt::Debug for ClientBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientBuilder")
+            .field("spawn", &self.spawn)
+            .field("settings", &self.settings)
+            .field("on_stderr", &self.on_stderr.is_some())
+            .field("on_notification", &self.on_notification.is_some())
+            .finish()
+    }
+}
+
+impl ClientBuilder {
+    pub(crate) fn new(program: &OsStr) -> ClientBuilder {
+        ClientBuilder {
+            spawn: Spawn {
+                program: program.to_owned(),
+                args: Vec::new(),
+                env_allowlist: None,
+                envs: Vec::new(),
+                cwd: None,
+            },
+            settings: Settings {
+                client_name: String::from("mcpipe"),
+                client_version: String::from(env!("CARGO_PKG_VERSION")),
+                protocol_version: String::from(LATEST_PROTOCOL_VERSION),
+                roots: None,
+                initialize: true,
+                init_timeout: Duration::from_secs(10),
+                timeout: Duration::from_secs(30),
+                max_total: None,
+                heartbeat: None,
+                retry: RetryPolicy::none(),
+                stdin_grace: Duration::from_secs(2),
+                term_grace: Duration::from_secs(2),
+                max_message_bytes: 64 << 20,
+                log_bad_lines: true,
+                max_queued_notifications: 10_000,
+            },
+            on_stderr: None,
+            on_notification: None,
+        }
+    }
+
+    /// Adds one argument to the server command.
+    pub fn arg(mut self, arg: impl AsRef<OsStr>) -> ClientBuilder {
+        self.spawn.args.push(arg.as_ref().to_owned());
+        self
+    }
+
+    /// Adds arguments to the server command.
+    pub fn args<I, S>(mut self, args: I) -> ClientBuilder
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.spawn
+            .args
+            .extend(args.into_iter().map(|a| a.as_ref().to_owned()));
+        self
+    }
+
+    /// Sets a variable in the server's environment (on top of what is inherited or allowed).
+    pub fn env(mut self, name: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> ClientBuilder {
+        self.spawn
+            .envs
+            .push((name.as_ref().to_owned(), value.as_ref().to_owned()));
+        self
+    }
+
+    /// Passes only these variables of the client's environment to the server (plus those set
+    /// with [`env`](ClientBuilder::env)), instead of all of them. Call it with an empty list
+    /// to start from an empty environment.
+    pub fn env_allowlist<I, S>(mut self, names: I) -> ClientBuilder
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let list = self.spawn.env_allowlist.get_or_insert_with(Vec::new);
+        list.extend(names.into_iter().map(|n| n.as_ref().to_owned()));
+        self
+    }
+
+    /// The server's working directory.
+    pub fn current_dir(mut self, dir: impl Into<PathBuf>) -> ClientBuilder {
+        self.spawn.cwd = Some(dir.into());
+        self
+    }
+
+    /// The `clientInfo` sent in `initialize` (default: `mcpipe` and this crate's version).
+    pub fn client_info(
+        mut self,
+        name: impl Into<String>,
+        version: impl Into<String>,
+    ) -> ClientBuilder {
+        self.settings.client_name = name.into();
+        self.settings.client_version = version.into();
+        self
+    }
+
+    /// The protocol version to ask for (default `2025-11-25`). The server may answer with
+    /// another; the handshake fails unless the client supports it too.
+    pub fn protocol_version(mut self, version: impl Into<String>) -> ClientBuilder {
+        self.settings.protocol_version = version.into();
+        self
+    }
+
+    /// Adds a root the server may ask about (`roots/list`). With at least one root the client
+    /// declares the `roots` capability; without, it answers `roots/list` with `-32601`.
+    pub fn root(mut self, uri: impl Into<String>, name: Option<&str>) -> ClientBuilder {
+        let mut root = json!({ "uri": uri.into() });
+        if let Some(name) = name {
+            root["name"] = Value::from(name);
+        }
+        self.settings.roots.get_or_insert_with(Vec::new).push(root);
+        self
+    }
+
+    /// Whether [`spawn`](ClientBuilder::spawn) performs the MCP handshake (the default). Turn
+    /// it off to speak plain JSON-RPC, or to probe a server's handshake by hand.
+    pub fn initialize(mut self, initialize: bool) -> ClientBuilder {
+        self.settings.initialize = initialize;
+        self
+    }
+
+    /// How long the `initialize` exchange may take (default 10 s).
+    pub fn init_timeout(mut self, timeout: Duration) -> ClientBuilder {
+        self.settings.init_timeout = timeout;
+        self
+    }
+
+    /// The default timeout of a request (default 30 s), reset by progress notifications.
+    pub fn timeout(mut self, timeout: Duration) -> ClientBuilder {
+        self.settings.timeout = timeout;
+        self
+    }
+
+    /// The default hard maximum of a request, whatever its progress (default none).
+    pub fn max_total(mut self, max: Duration) -> ClientBuilder {
+        self.settings.max_total = Some(max);
+        self
+    }
+
+    /// Turns on the heartbeat: while the client waits (in a request or in
+    /// [`Client::pump`]) and the server has sent nothing for `interval`, the client sends a
+    /// `ping`. Any answer, even an error, counts as alive; only silence for `timeout` after a
+    /// ping counts as dead, and then the client kills the server and fails what waits with
+    /// [`Error::Unresponsive`].
+    pub fn heartbeat(mut self, interval: Duration, timeout: Duration) -> ClientBuilder {
+        self.settings.heartbeat = Some((interval, timeout));
+        self
+    }
+
+    /// The default retry policy (default: [`RetryPolicy::none`]).
+    pub fn retry(mut self, policy: RetryPolicy) -> ClientBuilder {
+        self.settings.retry = policy;
+        self
+    }
+
+    /// How long [`Client::close`] waits after closing the server's stdin, and then after
+    /// SIGTERM, before the next step (default 2 s each).
+    pub fn close_timeouts(
+        mut self,
+        after_stdin: Duration,
+        after_sigterm: Duration,
+    ) -> ClientBuilder {
+        self.settings.stdin_grace = after_stdin;
+        self.settings.term_grace = after_sigterm;
+        self
+    }
+
+    /// The longest line accepted from the server, in bytes (default 64 MiB). A longer line is
+    /// dropped as it arrives and counted as bad.
+    pub fn max_message_bytes(mut self, bytes: usize) -> ClientBuilder {
+        self.settings.max_message_bytes = bytes.max(1);
+        self
+    }
+
+    /// Whether lines from the server that are not valid messages are described on stderr
+    /// (rate-limited; on by default). They are counted in [`ClientStats`](crate::ClientStats)
+    /// either way, and never answered.
+    pub fn log_bad_lines(mut self, log: bool) -> ClientBuilder {
+        self.settings.log_bad_lines = log;
+        self
+    }
+
+    /// Receives each line the server writes on stderr (without its newline). The last 64 KiB
+    /// are kept either way, for error messages.
+    pub fn on_stderr(mut self, callback: impl FnMut(&[u8]) + Send + 'static) -> ClientBuilder {
+        self.on_stderr = Some(Box::new(callback));
+        self
+    }
+
+    /// Receives the server's notifications (log messages, list changes, progress for requests
+    /// no longer waiting) as they arrive, instead of the queue read by
+    /// [`Client::take_notifications`].
+    pub fn on_notification(
+        mut self,
+        callback: impl FnMut(Notification) + Send + 'static,
+    ) -> ClientBuilder {
+        self.on_notification = Some(Box::new(callback));
+        self
+    }
+
+    /// Starts the server and, unless turned off, performs the handshake.
+    ///
+    /// # Errors
+    /// [`Error::Spawn`] when the command cannot start; for the handshake, [`Error::Timeout`],
+    /// [`Error::ServerExited`], [`Error::Rpc`], or [`Error::Protocol`] (an unsupported
+    /// protocol version). The server is shut down before the error is returned.
+    pub fn spawn(self) -> Result<Client, Error> {
+        Client::start(self)
+    }
+}

@@ -1,0 +1,1015 @@
+//! A synchronous MCP client that spawns a stdio server and supervises it: every wait has a
+//! deadline, a dead server fails what waits at once, and closing always ends the server.
+//!
+//! One thread, no background work: the client does its I/O (answering the server's requests,
+//! draining its stderr, the heartbeat) while the caller waits in a request, or in
+//! [`Client::pump`].
+
+mod builder;
+mod options;
+mod process;
+mod retry;
+
+use std::collections::VecDeque;
+use std::ffi::OsStr;
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Map, Value};
+
+use crate::diagnostics::Diagnostics;
+use crate::error::Error;
+use crate::message::{ErrorObject, Message, Notification, Request, RequestId, Response};
+
+pub use builder::ClientBuilder;
+pub use options::{Progress, RequestOptions};
+pub use process::{Shutdown, ShutdownStage};
+pub use retry::RetryPolicy;
+
+use builder::{NotificationCallback, Settings, StderrCallback, SUPPORTED_PROTOCOL_VERSIONS};
+use process::{Inbound, ServerProcess, Spawn};
+
+/// After the server closed its stdout (or stopped reading), how long the client waits for it to
+/// exit so the error can carry its exit status.
+const EXIT_GRACE: Duration = Duration::from_millis(250);
+
+/// Ids of requests given up on, kept to recognise (and drop) their late answers.
+const REMEMBERED_CANCELLATIONS: usize = 1024;
+
+/// Responses that matched no request, kept for [`Client::next_stray_response`].
+const MAX_STRAY_RESPONSES: usize = 10_000;
+
+/// The id prefix of heartbeat pings: their answers are recognised by it.
+const HEARTBEAT_PREFIX: &str = "mcpipe-heartbeat-";
+
+/// Most pages a list helper follows before it decides the server's cursors go round in circles.
+const MAX_PAGES: usize = 10_000;
+
+/// Counters of what a client has seen.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ClientStats {
+    /// Lines from the server that were not valid messages (counted, logged, never answered).
+    pub bad_lines: u64,
+    /// Responses whose id matched no request the client is waiting for.
+    pub unmatched_responses: u64,
+    /// Responses to requests the client had already given up on (dropped).
+    pub late_responses: u64,
+    /// Progress notifications for requests the client had already given up on (dropped).
+    pub late_progress: u64,
+    /// Requests the server sent (each answered).
+    pub server_requests: u64,
+    /// Notifications the server sent, progress included.
+    pub notifications: u64,
+    /// Notifications dropped because the queue was full.
+    pub notifications_dropped: u64,
+    /// Heartbeat pings sent.
+    pub heartbeats: u64,
+    /// Times the server was started again (by a retry or [`Client::restart`]).
+    pub restarts: u64,
+}
+
+/// Why the current server process can no longer serve.
+#[derive(Debug, Clone)]
+enum Dead {
+    Exited {
+        status: Option<std::process::ExitStatus>,
+        stderr_tail: String,
+    },
+    Unresponsive {
+        silence: Duration,
+    },
+}
+
+/// What a wait is for: it ends when this holds, when its deadline passes, or when the server
+/// dies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Until {
+    /// The awaited response arrived.
+    Response,
+    /// A notification is queued.
+    Notification,
+    /// A stray response is queued.
+    Stray,
+    /// Only the deadline ends it.
+    Deadline,
+}
+
+/// The request the caller is waiting for.
+struct Waiting<'a, 'b> {
+    id: RequestId,
+    /// The progress token sent with it (the id, as JSON), if any.
+    token: Option<Value>,
+    timeout: Duration,
+    reset_on_progress: bool,
+    /// Reset by progress.
+    deadline: Instant,
+    hard_deadline: Option<Instant>,
+    progress: Option<&'a mut (dyn FnMut(&Progress) + 'b)>,
+    response: Option<Result<Value, ErrorObject>>,
+}
+
+/// A client of one MCP server that it spawns and supervises over stdio.
+///
+/// # Example
+/// ```no_run
+/// use mcpipe::Client;
+/// use serde_json::json;
+///
+/// let mut client = Client::builder("mcpipe").arg("demo").spawn()?;
+/// for tool in client.list_tools()? {
+///     eprintln!("tool: {}", tool["name"]);
+/// }
+/// let result = client.call_tool("echo", json!({"text": "hello"}))?;
+/// eprintln!("{}", result["content"][0]["text"]);
+/// let shutdown = client.close(); // stdin closed, SIGTERM, SIGKILL: bounded
+/// eprintln!("server ended: {:?}", shutdown.status);
+/// # Ok::<(), mcpipe::Error>(())
+/// ```
+pub struct Client {
+    spawn: Spawn,
+    settings: Settings,
+    on_stderr: Option<StderrCallback>,
+    on_notification: Option<NotificationCallback>,
+    process: Option<ServerProcess>,
+    dead: Option<Dead>,
+    closed: bool,
+    last_shutdown: Option<Shutdown>,
+    next_id: i64,
+    initialize_result: Value,
+    protocol_version: String,
+    /// Ids given up on, newest last; at most `REMEMBERED_CANCELLATIONS`.
+    cancelled: VecDeque<RequestId>,
+    /// The outstanding heartbeat ping and when it was sent.
+    heartbeat: Option<(RequestId, Instant)>,
+    heartbeat_count: u64,
+    notifications: VecDeque<Notification>,
+    strays: VecDeque<Response>,
+    stats: ClientStats,
+    diagnostics: Diagnostics,
+    seed: u64,
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("spawn", &self.spawn)
+            .field("pid", &self.pid())
+            .field("protocol_version", &self.protocol_version)
+            .field("closed", &self.closed)
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    /// Starts configuring a client of the server `program`.
+    pub fn builder(program: impl AsRef<OsStr>) -> ClientBuilder {
+        ClientBuilder::new(program.as_ref())
+    }
+
+    /// Spawns `program` with `args` with the default settings and performs the handshake.
+    ///
+    /// # Errors
+    /// As [`ClientBuilder::spawn`].
+    pub fn spawn<I, S>(program: impl AsRef<OsStr>, args: I) -> Result<Client, Error>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        Client::builder(program).args(args).spawn()
+    }
+
+    pub(crate) fn start(builder: ClientBuilder) -> Result<Client, Error> {
+        let log = builder.settings.log_bad_lines;
+        let mut client = Client {
+            spawn: builder.spawn,
+            settings: builder.settings,
+            on_stderr: builder.on_stderr,
+            on_notification: builder.on_notification,
+            process: None,
+            dead: None,
+            closed: false,
+            last_shutdown: None,
+            next_id: 1,
+            initialize_result: Value::Null,
+            protocol_version: String::new(),
+            cancelled: VecDeque::new(),
+            heartbeat: None,
+            heartbeat_count: 0,
+            notifications: VecDeque::new(),
+            strays: VecDeque::new(),
+            stats: ClientStats::default(),
+            diagnostics: Diagnostics::new(log),
+            seed: retry::seed(),
+        };
+        client.launch()?;
+        Ok(client)
+    }
+
+    /// Spawns the server and, when configured, performs the handshake. On failure the new
+    /// process is shut down before the error is returned.
+    fn launch(&mut self) -> Result<(), Error> {
+        let process = ServerProcess::spawn(&self.spawn, self.settings.max_message_bytes)?;
+        self.process = Some(process);
+        self.dead = None;
+        self.closed = false;
+        self.heartbeat = None;
+        if self.settings.initialize {
+            if let Err(e) = self.handshake() {
+                self.close();
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    fn handshake(&mut self) -> Result<(), Error> {
+        let mut capabilities = Map::new();
+        if self.settings.roots.is_some() {
+            capabilities.insert("roots".into(), json!({ "listChanged": false }));
+        }
+        let params = json!({
+            "protocolVersion": self.settings.protocol_version,
+            "capabilities": capabilities,
+            "clientInfo": {
+                "name": self.settings.client_name,
+                "version": self.settings.client_version,
+            },
+        });
+        let timeout = self.settings.init_timeout;
+        let mut options = RequestOptions::new()
+            .timeout(timeout)
+            .max_total(timeout)
+            .reset_on_progress(false);
+        let result = self.request_once("initialize", Some(params), &mut options)?;
+        let version = result
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .ok_or_else(|| Error::Protocol {
+                reason: String::from("the initialize result has no protocolVersion"),
+                line: excerpt_of(&result),
+            })?;
+        if !SUPPORTED_PROTOCOL_VERSIONS.contains(&version) {
+            return Err(Error::Protocol {
+                reason: format!(
+                    "the server chose protocol version {version:?}, which the client does not support"
+                ),
+                line: excerpt_of(&result),
+            });
+        }
+        self.protocol_version = version.to_owned();
+        self.initialize_result = result;
+        self.notify("notifications/initialized", None)
+    }
+
+    /// Sends a request and waits for its result.
+    ///
+    /// `params`, when given, should be an object (MCP params always are). A `progressToken` is
+    /// added to `params._meta` for `tools/call` and whenever a progress callback is set, so the
+    /// server can report progress that resets the timeout.
+    ///
+    /// # Errors
+    /// - [`Error::Rpc`]: the server answered with an error object.
+    /// - [`Error::Timeout`]: no answer in time; `notifications/cancelled` was sent and a late
+    ///   answer will be dropped.
+    /// - [`Error::ServerExited`] / [`Error::Unresponsive`]: the server died or went silent.
+    /// - [`Error::Closed`]: the client was closed.
+    /// - [`Error::RetriesExhausted`]: a retry policy applied and ran out.
+    pub fn request(
+        &mut self,
+        method: &str,
+        params: Option<Value>,
+        mut options: RequestOptions<'_>,
+    ) -> Result<Value, Error> {
+        let policy = options
+            .retry
+            .clone()
+            .unwrap_or_else(|| self.settings.retry.clone());
+        let idempotent = options.idempotent.unwrap_or(method != "tools/call");
+        let attempts = if idempotent {
+            policy.attempts.max(1)
+        } else {
+            1
+        };
+        let mut attempt = 1;
+        loop {
+            let result = self
+                .restart_if_dead(attempt > 1)
+                .and_then(|()| self.request_once(method, params.clone(), &mut options));
+            match result {
+                Err(e) if e.is_retryable() && attempt < attempts => {
+                    attempt += 1;
+                    let delay = policy.delay_before(attempt, &mut self.seed);
+                    self.pause(delay);
+                }
+                Err(e) if e.is_retryable() && attempts > 1 => {
+                    return Err(Error::RetriesExhausted {
+                        attempts: attempt,
+                        last: Box::new(e),
+                    })
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Before a retry: a server that died is started again (with a fresh handshake).
+    fn restart_if_dead(&mut self, retrying: bool) -> Result<(), Error> {
+        if !retrying || self.closed {
+            return Ok(());
+        }
+        let dead = self.dead.is_some() || self.process.as_mut().is_none_or(server_has_exited);
+        if dead {
+            self.restart()?;
+        }
+        Ok(())
+    }
+
+    /// Waits `delay` between attempts, still serving the connection if there is one.
+    fn pause(&mut self, delay: Duration) {
+        if self.dead.is_none() && self.process.is_some() {
+            // An error here (the server died) shows at the next attempt.
+            let _ = self.run(Some(Instant::now() + delay), None, Until::Deadline);
+        } else {
+            std::thread::sleep(delay);
+        }
+    }
+
+    /// One attempt: send, wait, and on timeout cancel.
+    fn request_once(
+        &mut self,
+        method: &str,
+        mut params: Option<Value>,
+        options: &mut RequestOptions<'_>,
+    ) -> Result<Value, Error> {
+        self.check_usable()?;
+        let id = RequestId::from(self.next_id);
+        let token = Value::from(self.next_id);
+        self.next_id += 1;
+        let wants_progress = options.progress.is_some() || method == "tools/call";
+        let mut sent_token = None;
+        if wants_progress {
+            let params = params.get_or_insert_with(|| json!({}));
+            if let Some(obj) = params.as_object_mut() {
+                let meta = obj.entry("_meta").or_insert_with(|| json!({}));
+                if let Some(meta) = meta.as_object_mut() {
+                    meta.insert("progressToken".into(), token.clone());
+                    sent_token = Some(token);
+                }
+            }
+        }
+        let timeout = options.timeout.unwrap_or(self.settings.timeout);
+        let started = Instant::now();
+        let hard_deadline = options
+            .max_total
+            .or(self.settings.max_total)
+            .map(|max| started + max);
+        let request = Message::Request(Request {
+            id: id.clone(),
+            method: method.to_owned(),
+            params,
+        });
+        if let Some(process) = &mut self.process {
+            process.send(&request);
+        }
+        let mut waiting = Waiting {
+            id: id.clone(),
+            token: sent_token,
+            timeout,
+            reset_on_progress: options.reset_on_progress.unwrap_or(true),
+            deadline: started + timeout,
+            hard_deadline,
+            progress: options.progress.as_deref_mut(),
+            response: None,
+        };
+        let outcome = self.run(None, Some(&mut waiting), Until::Response);
+        if let Some(response) = waiting.response {
+            return response.map_err(Error::Rpc);
+        }
+        outcome?;
+        // Timed out. `initialize` must never be cancelled; its late answer is dropped all the same.
+        if method != "initialize" {
+            let cancel = Notification {
+                method: String::from("notifications/cancelled"),
+                params: Some(json!({
+                    "requestId": id.to_value(),
+                    "reason": format!("timed out after {} ms", started.elapsed().as_millis()),
+                })),
+            };
+            if let Some(process) = &mut self.process {
+                process.send(&Message::Notification(cancel));
+            }
+        }
+        self.remember_cancelled(id);
+        Err(Error::Timeout {
+            method: method.to_owned(),
+            elapsed: started.elapsed(),
+        })
+    }
+
+    fn remember_cancelled(&mut self, id: RequestId) {
+        if self.cancelled.len() == REMEMBERED_CANCELLATIONS {
+            self.cancelled.pop_front();
+        }
+        self.cancelled.push_back(id);
+    }
+
+    /// The error for a client that cannot send now, if any.
+    fn check_usable(&self) -> Result<(), Error> {
+        if self.closed || self.process.is_none() {
+            return Err(Error::Closed);
+        }
+        match &self.dead {
+            Some(dead) => Err(dead_error(dead)),
+            None => Ok(()),
+        }
+    }
+
+    /// Sends a notification.
+    ///
+    /// # Errors
+    /// [`Error::Closed`], or the error that made the server unusable.
+    pub fn notify(&mut self, method: &str, params: Option<Value>) -> Result<(), Error> {
+        self.check_usable()?;
+        let message = Message::Notification(Notification {
+            method: method.to_owned(),
+            params,
+        });
+        if let Some(process) = &mut self.process {
+            process.send(&message);
+        }
+        Ok(())
+    }
+
+    /// Writes bytes to the server's stdin exactly as given: for testing servers with malformed
+    /// or split input. Answers to requests sent this way arrive through
+    /// [`Client::next_stray_response`].
+    ///
+    /// # Errors
+    /// [`Error::Closed`], or the error that made the server unusable.
+    pub fn send_raw(&mut self, bytes: &[u8]) -> Result<(), Error> {
+        self.check_usable()?;
+        if let Some(process) = &mut self.process {
+            process.send_raw(bytes);
+        }
+        Ok(())
+    }
+
+    /// Serves the connection for `duration`: writes what is queued, answers the server's
+    /// requests, delivers notifications, runs the heartbeat, drains stderr.
+    ///
+    /// # Errors
+    /// [`Error::Closed`], or why the server became unusable (it exited, went silent).
+    pub fn pump(&mut self, duration: Duration) -> Result<(), Error> {
+        self.run(Some(Instant::now() + duration), None, Until::Deadline)
+    }
+
+    /// The next notification from the server, waiting up to `timeout` for one (when no
+    /// notification callback is set; with one, this only waits).
+    ///
+    /// # Errors
+    /// As [`Client::pump`]; queued notifications are returned first even from a dead server.
+    pub fn next_notification(&mut self, timeout: Duration) -> Result<Option<Notification>, Error> {
+        if let Some(n) = self.notifications.pop_front() {
+            return Ok(Some(n));
+        }
+        self.run(Some(Instant::now() + timeout), None, Until::Notification)?;
+        Ok(self.notifications.pop_front())
+    }
+
+    /// Every queued notification, oldest first (none when a notification callback is set).
+    pub fn take_notifications(&mut self) -> Vec<Notification> {
+        self.notifications.drain(..).collect()
+    }
+
+    /// The next response that matched no request the client is waiting for (answers to
+    /// [`send_raw`](Client::send_raw) requests, errors with a null id), waiting up to `timeout`.
+    ///
+    /// # Errors
+    /// As [`Client::pump`]; queued responses are returned first even from a dead server.
+    pub fn next_stray_response(&mut self, timeout: Duration) -> Result<Option<Response>, Error> {
+        if let Some(r) = self.strays.pop_front() {
+            return Ok(Some(r));
+        }
+        self.run(Some(Instant::now() + timeout), None, Until::Stray)?;
+        Ok(self.strays.pop_front())
+    }
+
+    /// Sends `ping` and waits for the empty result.
+    ///
+    /// # Errors
+    /// As [`Client::request`].
+    pub fn ping(&mut self) -> Result<(), Error> {
+        self.request("ping", None, RequestOptions::new()).map(drop)
+    }
+
+    /// Every tool the server offers, following `nextCursor` to the last page.
+    ///
+    /// # Errors
+    /// As [`Client::request`]; [`Error::Protocol`] when a page has no `tools` array or the
+    /// cursors never end.
+    pub fn list_tools(&mut self) -> Result<Vec<Value>, Error> {
+        self.list_all("tools/list", "tools")
+    }
+
+    /// Calls a tool and returns its `CallToolResult`. A tool that failed answers with
+    /// `"isError": true` in an `Ok` result: that is the tool's failure, not the protocol's.
+    ///
+    /// `arguments` is sent as given unless it is `null`. Not retried unless the caller says
+    /// the call is idempotent (see [`Client::call_tool_with`]).
+    ///
+    /// # Errors
+    /// As [`Client::request`].
+    pub fn call_tool(&mut self, name: &str, arguments: Value) -> Result<Value, Error> {
+        self.call_tool_with(name, arguments, RequestOptions::new())
+    }
+
+    /// [`Client::call_tool`] with options (timeout, progress, retry).
+    ///
+    /// # Errors
+    /// As [`Client::request`].
+    pub fn call_tool_with(
+        &mut self,
+        name: &str,
+        arguments: Value,
+        options: RequestOptions<'_>,
+    ) -> Result<Value, Error> {
+        let mut params = json!({ "name": name });
+        if !arguments.is_null() {
+            params["arguments"] = arguments;
+        }
+        self.request("tools/call", Some(params), options)
+    }
+
+    /// Every resource the server lists, following `nextCursor` to the last page.
+    ///
+    /// # Errors
+    /// As [`Client::list_tools`].
+    pub fn list_resources(&mut self) -> Result<Vec<Value>, Error> {
+        self.list_all("resources/list", "resources")
+    }
+
+    /// Reads a resource: the `ReadResourceResult` (`{"contents": [...]}`).
+    ///
+    /// # Errors
+    /// As [`Client::request`]; a missing resource is usually [`Error::Rpc`] with code `-32002`
+    /// or `-32602`.
+    pub fn read_resource(&mut self, uri: &str) -> Result<Value, Error> {
+        self.request(
+            "resources/read",
+            Some(json!({ "uri": uri })),
+            RequestOptions::new(),
+        )
+    }
+
+    /// Every prompt the server lists, following `nextCursor` to the last page.
+    ///
+    /// # Errors
+    /// As [`Client::list_tools`].
+    pub fn list_prompts(&mut self) -> Result<Vec<Value>, Error> {
+        self.list_all("prompts/list", "prompts")
+    }
+
+    /// Gets a prompt with its arguments (`null` for none): the `GetPromptResult`.
+    ///
+    /// # Errors
+    /// As [`Client::request`].
+    pub fn get_prompt(&mut self, name: &str, arguments: Value) -> Result<Value, Error> {
+        let mut params = json!({ "name": name });
+        if !arguments.is_null() {
+            params["arguments"] = arguments;
+        }
+        self.request("prompts/get", Some(params), RequestOptions::new())
+    }
+
+    fn list_all(&mut self, method: &str, key: &str) -> Result<Vec<Value>, Error> {
+        let mut items = Vec::new();
+        let mut cursor: Option<Value> = None;
+        let mut seen = Vec::new();
+        for _ in 0..MAX_PAGES {
+            let params = cursor.as_ref().map(|c| json!({ "cursor": c }));
+            let page = self.request(method, params, RequestOptions::new())?;
+            let Some(list) = page.get(key).and_then(Value::as_array) else {
+                return Err(Error::Protocol {
+                    reason: format!("the {method} result has no {key} array"),
+                    line: excerpt_of(&page),
+                });
+            };
+            items.extend(list.iter().cloned());
+            match page.get("nextCursor") {
+                None | Some(Value::Null) => return Ok(items),
+                Some(next) => {
+                    if seen.contains(next) {
+                        return Err(Error::Protocol {
+                            reason: format!("{method} returned a cursor it had returned before"),
+                            line: excerpt_of(next),
+                        });
+                    }
+                    seen.push(next.clone());
+                    cursor = Some(next.clone());
+                }
+            }
+        }
+        Err(Error::Protocol {
+            reason: format!("{method} returned more than {MAX_PAGES} pages"),
+            line: String::new(),
+        })
+    }
+
+    /// The server's `initialize` result (`null` when the handshake was turned off).
+    pub fn initialize_result(&self) -> &Value {
+        &self.initialize_result
+    }
+
+    /// The negotiated protocol version (empty when the handshake was turned off).
+    pub fn protocol_version(&self) -> &str {
+        &self.protocol_version
+    }
+
+    /// The server's process id while it runs (also its process group id).
+    pub fn pid(&self) -> Option<u32> {
+        self.process.as_ref().map(ServerProcess::pid)
+    }
+
+    /// The last 64 KiB the server wrote on stderr, as text.
+    pub fn stderr_tail(&self) -> String {
+        self.process
+            .as_ref()
+            .map(ServerProcess::stderr_tail)
+            .unwrap_or_default()
+    }
+
+    /// Counters of what the client has seen.
+    pub fn stats(&self) -> &ClientStats {
+        &self.stats
+    }
+
+    /// Shuts the current server down (as [`Client::close`] does) and starts it again, with a
+    /// fresh handshake. Works after [`Client::close`] too.
+    ///
+    /// # Errors
+    /// As [`ClientBuilder::spawn`].
+    pub fn restart(&mut self) -> Result<(), Error> {
+        self.close();
+        self.stats.restarts += 1;
+        self.launch()
+    }
+
+    /// Ends the server in order: close its stdin, wait (default 2 s); SIGTERM its process
+    /// group, wait (default 2 s); SIGKILL the group; reap. It waits on the process, not on
+    /// its pipes (a grandchild may hold them), drains the pipes meanwhile, and kills whatever
+    /// is left in the group afterwards. Takes no longer than the two waits (plus at most
+    /// 0.5 s to reap after SIGKILL). Closing twice is harmless: the second call returns the
+    /// first one's result. [`Drop`] does the same.
+    pub fn close(&mut self) -> Shutdown {
+        let (stdin_grace, term_grace) = (self.settings.stdin_grace, self.settings.term_grace);
+        self.shut_down(true, stdin_grace, term_grace)
+    }
+
+    /// Ends the server without the end-of-input step: SIGTERM to its process group, wait
+    /// `grace`, SIGKILL, reap. Closes the client like [`Client::close`].
+    pub fn terminate(&mut self, grace: Duration) -> Shutdown {
+        self.shut_down(false, Duration::ZERO, grace)
+    }
+
+    fn shut_down(
+        &mut self,
+        close_stdin: bool,
+        stdin_grace: Duration,
+        term_grace: Duration,
+    ) -> Shutdown {
+        self.closed = true;
+        let Some(mut process) = self.process.take() else {
+            return self.last_shutdown.unwrap_or(Shutdown {
+                status: None,
+                stage: ShutdownStage::AlreadyExited,
+                elapsed: Duration::ZERO,
+            });
+        };
+        let on_stderr = &mut self.on_stderr;
+        let mut sink = |line: &[u8]| {
+            if let Some(callback) = on_stderr {
+                callback(line);
+            }
+        };
+        let shutdown = process.shut_down(close_stdin, stdin_grace, term_grace, &mut sink);
+        drop(process);
+        self.last_shutdown = Some(shutdown);
+        shutdown
+    }
+
+    /// The client's one waiting loop. Returns `Ok` when `until` holds, when `deadline` passes,
+    /// or when the awaited request's deadline passes (the caller tells these apart); `Err`
+    /// when the server is closed, exited or silent.
+    fn run(
+        &mut self,
+        deadline: Option<Instant>,
+        mut waiting: Option<&mut Waiting<'_, '_>>,
+        until: Until,
+    ) -> Result<(), Error> {
+        loop {
+            self.handle_buffered(&mut waiting);
+            if self.holds(until, &waiting) {
+                return Ok(());
+            }
+            self.check_usable()?;
+            let Some(process) = self.process.as_mut() else {
+                return Err(Error::Closed);
+            };
+            process.flush();
+            if server_has_exited(process) {
+                return self.settle_death(&mut waiting, until);
+            }
+            let heartbeat_due = self.heartbeat_tick()?;
+            let now = Instant::now();
+            let mut wake = deadline;
+            if let Some(w) = &waiting {
+                let due = w.hard_deadline.map_or(w.deadline, |h| h.min(w.deadline));
+                if now >= due {
+                    return Ok(());
+                }
+                wake = Some(wake.map_or(due, |d| d.min(due)));
+            }
+            if wake.is_some_and(|d| now >= d) {
+                return Ok(());
+            }
+            if let Some(due) = heartbeat_due {
+                wake = Some(wake.map_or(due, |d| d.min(due)));
+            }
+            let Client {
+                process, on_stderr, ..
+            } = self;
+            let Some(process) = process.as_mut() else {
+                return Err(Error::Closed);
+            };
+            let mut sink = |line: &[u8]| {
+                if let Some(callback) = on_stderr {
+                    callback(line);
+                }
+            };
+            if process.read_available(&mut sink) || process.may_have_input() {
+                continue;
+            }
+            // THE ONE PLACE THE CLIENT SLEEPS. Every complete line in the buffer has been
+            // handled (`handle_buffered` above, and nothing was read since), and both pipes said
+            // `WouldBlock` (edge-triggered readiness will tell us when more arrives), so
+            // sleeping cannot leave an answer unread. The sleep ends at the first deadline.
+            let timeout = wake.map(|d| d.saturating_duration_since(Instant::now()));
+            process.wait(timeout)?;
+        }
+    }
+
+    fn holds(&self, until: Until, waiting: &Option<&mut Waiting<'_, '_>>) -> bool {
+        match until {
+            Until::Response => waiting.as_ref().is_some_and(|w| w.response.is_some()),
+            Until::Notification => !self.notifications.is_empty(),
+            Until::Stray => !self.strays.is_empty(),
+            Until::Deadline => false,
+        }
+    }
+
+    /// The server exited, closed its stdout, or stopped reading: take what it wrote before it
+    /// went, give it a moment to exit (for the status), and mark it dead.
+    fn settle_death(
+        &mut self,
+        waiting: &mut Option<&mut Waiting<'_, '_>>,
+        until: Until,
+    ) -> Result<(), Error> {
+        let grace_end = Instant::now() + EXIT_GRACE;
+        loop {
+            let Client {
+                process, on_stderr, ..
+            } = &mut *self;
+            let Some(process) = process.as_mut() else {
+                return Err(Error::Closed);
+            };
+            let mut sink = |line: &[u8]| {
+                if let Some(callback) = on_stderr {
+                    callback(line);
+                }
+            };
+            process.assume_readable();
+            let read = process.read_available(&mut sink);
+            let exited = process.check_exit().is_some();
+            let more = read || process.may_have_input();
+            self.handle_buffered(waiting);
+            if self.holds(until, waiting) {
+                return Ok(());
+            }
+            let now = Instant::now();
+            if (exited && !more) || now >= grace_end {
+                break;
+            }
+            if !more {
+                if let Some(process) = self.process.as_mut() {
+                    process.wait(Some(grace_end - now))?;
+                }
+            }
+        }
+        let Some(process) = self.process.as_mut() else {
+            return Err(Error::Closed);
+        };
+        let dead = Dead::Exited {
+            status: process.check_exit(),
+            stderr_tail: process.stderr_tail(),
+        };
+        let error = dead_error(&dead);
+        self.dead = Some(dead);
+        Err(error)
+    }
+
+    /// Sends a heartbeat ping when the server has been quiet for the interval; declares it dead
+    /// when a ping met silence for the timeout. Returns when the heartbeat next needs a look.
+    fn heartbeat_tick(&mut self) -> Result<Option<Instant>, Error> {
+        let Some((interval, timeout)) = self.settings.heartbeat else {
+            return Ok(None);
+        };
+        let Some(process) = self.process.as_mut() else {
+            return Ok(None);
+        };
+        let now = Instant::now();
+        let last = process.last_inbound;
+        if let Some((_, sent)) = &self.heartbeat {
+            let sent = *sent;
+            if last < sent {
+                if now >= sent + timeout {
+                    // Silence past the deadline: the server is dead to us.
+                    process.kill();
+                    let dead = Dead::Unresponsive {
+                        silence: now - last,
+                    };
+                    let error = dead_error(&dead);
+                    self.dead = Some(dead);
+                    return Err(error);
+                }
+                return Ok(Some(sent + timeout));
+            }
+        }
+        if now >= last + interval {
+            self.heartbeat_count += 1;
+            let id = RequestId::from(format!("{HEARTBEAT_PREFIX}{}", self.heartbeat_count));
+            process.send(&Message::Request(Request {
+                id: id.clone(),
+                method: String::from("ping"),
+                params: None,
+            }));
+            self.stats.heartbeats += 1;
+            self.heartbeat = Some((id, now));
+            return Ok(Some(now + timeout));
+        }
+        Ok(Some(last + interval))
+    }
+
+    /// Handles every message already in the line buffer.
+    fn handle_buffered(&mut self, waiting: &mut Option<&mut Waiting<'_, '_>>) {
+        loop {
+            let Some(process) = self.process.as_mut() else {
+                return;
+            };
+            let Some(inbound) = process.next_inbound() else {
+                return;
+            };
+            self.handle(inbound, waiting);
+            if waiting.as_ref().is_some_and(|w| w.response.is_some()) {
+                // The caller gets its answer first; the rest waits in the buffer.
+                return;
+            }
+        }
+    }
+
+    fn handle(&mut self, inbound: Inbound, waiting: &mut Option<&mut Waiting<'_, '_>>) {
+        match inbound {
+            Inbound::Bad { why, excerpt } => {
+                // Never answered: two peers answering each other's garbage can storm.
+                self.stats.bad_lines += 1;
+                self.diagnostics.report(|| {
+                    format!("the server wrote a line that is not a message ({why}): {excerpt}")
+                });
+            }
+            Inbound::Message(Message::Response(response)) => {
+                self.handle_response(response, waiting)
+            }
+            Inbound::Message(Message::Request(request)) => self.answer(request),
+            Inbound::Message(Message::Notification(notification)) => {
+                self.handle_notification(notification, waiting);
+            }
+        }
+    }
+
+    fn handle_response(&mut self, response: Response, waiting: &mut Option<&mut Waiting<'_, '_>>) {
+        if let (Some(id), Some(w)) = (&response.id, waiting.as_mut()) {
+            if *id == w.id {
+                w.response = Some(response.result);
+                return;
+            }
+        }
+        if let Some(id) = &response.id {
+            if id.as_str().is_some_and(|s| s.starts_with(HEARTBEAT_PREFIX)) {
+                // Any answer, even an error, means the server is alive.
+                if self.heartbeat.as_ref().is_some_and(|(hb, _)| hb == id) {
+                    self.heartbeat = None;
+                }
+                return;
+            }
+            if self.cancelled.contains(id) {
+                self.stats.late_responses += 1;
+                return;
+            }
+        }
+        self.stats.unmatched_responses += 1;
+        if self.strays.len() == MAX_STRAY_RESPONSES {
+            self.strays.pop_front();
+        }
+        self.strays.push_back(response);
+    }
+
+    /// Answers a request from the server: `ping`, `roots/list` when roots are configured, and
+    /// `-32601` for anything else.
+    fn answer(&mut self, request: Request) {
+        self.stats.server_requests += 1;
+        let result = match (request.method.as_str(), &self.settings.roots) {
+            ("ping", _) => Ok(json!({})),
+            ("roots/list", Some(roots)) => Ok(json!({ "roots": roots })),
+            (method, _) => Err(ErrorObject::method_not_found(method)),
+        };
+        let response = Message::Response(Response {
+            id: Some(request.id),
+            result,
+        });
+        if let Some(process) = &mut self.process {
+            process.send(&response);
+        }
+    }
+
+    fn handle_notification(
+        &mut self,
+        notification: Notification,
+        waiting: &mut Option<&mut Waiting<'_, '_>>,
+    ) {
+        self.stats.notifications += 1;
+        if notification.method == "notifications/progress" {
+            let params = notification.params.as_ref().unwrap_or(&Value::Null);
+            let token = params.get("progressToken");
+            if let (Some(token), Some(w)) = (token, waiting.as_mut()) {
+                if w.token.as_ref() == Some(token) {
+                    if w.reset_on_progress {
+                        let reset = Instant::now() + w.timeout;
+                        w.deadline = w.deadline.max(reset);
+                    }
+                    if let (Some(callback), Some(progress)) =
+                        (w.progress.as_mut(), Progress::from_params(params))
+                    {
+                        callback(&progress);
+                    }
+                    return;
+                }
+            }
+            let late = token
+                .and_then(RequestId::from_value)
+                .is_some_and(|id| self.cancelled.contains(&id));
+            if late {
+                self.stats.late_progress += 1;
+                return;
+            }
+        }
+        if let Some(callback) = &mut self.on_notification {
+            callback(notification);
+            return;
+        }
+        if self.notifications.len() >= self.settings.max_queued_notifications {
+            self.notifications.pop_front();
+            self.stats.notifications_dropped += 1;
+        }
+        self.notifications.push_back(notification);
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// Whether the server exited, closed its stdout, or stopped reading its stdin.
+fn server_has_exited(process: &mut ServerProcess) -> bool {
+    process.check_exit().is_some() || process.stdout_eof() || process.stdin_broken()
+}
+
+fn dead_error(dead: &Dead) -> Error {
+    match dead {
+        Dead::Exited {
+            status,
+            stderr_tail,
+        } => Error::ServerExited {
+            status: *status,
+            stderr_tail: stderr_tail.clone(),
+        },
+        Dead::Unresponsive { silence } => Error::Unresponsive { silence: *silence },
+    }
+}
+
+/// A JSON value as a short, printable excerpt for an error message.
+fn excerpt_of(value: &Value) -> String {
+    crate::diagnostics::excerpt(value.to_string().as_bytes())
+}

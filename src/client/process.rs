@@ -1,0 +1,628 @@
+//! One spawned server: its pipes, its process group, its stderr tail, and the bounded shutdown
+//! sequence. Everything here is non-blocking; the only sleep is [`ServerProcess::wait`].
+
+use std::collections::VecDeque;
+use std::ffi::OsString;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use mio::unix::pipe::{Receiver, Sender};
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token};
+
+use crate::error::Error;
+use crate::line_buffer::{Line, LineBuffer};
+use crate::message::{parse_line, Message, Parsed};
+use crate::sys::{self, SigpipeIgnored};
+use crate::write_queue::WriteQueue;
+
+const STDOUT: Token = Token(0);
+const STDERR: Token = Token(1);
+const STDIN: Token = Token(2);
+const EXITED: Token = Token(3);
+
+/// How much of the server's stderr is kept for error messages.
+pub(crate) const STDERR_TAIL_BYTES: usize = 64 * 1024;
+
+/// Without a pidfd, the child's status is checked this often while waiting.
+const EXIT_TICK: Duration = Duration::from_millis(10);
+
+/// At most this much is read from one pipe before the caller gets to handle it, so a flooding
+/// server cannot keep the client reading forever.
+const READ_BUDGET: usize = 1 << 20;
+
+/// After a SIGKILL, how long reaping may take before the client gives up on it (a process in
+/// uninterruptible sleep cannot die until the kernel lets it).
+const REAP_AFTER_KILL: Duration = Duration::from_millis(500);
+
+/// What to start: the command line and its environment.
+#[derive(Debug, Clone)]
+pub(crate) struct Spawn {
+    pub(crate) program: OsString,
+    pub(crate) args: Vec<OsString>,
+    /// `None`: inherit the whole environment. `Some(names)`: only these variables.
+    pub(crate) env_allowlist: Option<Vec<OsString>>,
+    /// Set on top of whatever was inherited or allowed.
+    pub(crate) envs: Vec<(OsString, OsString)>,
+    pub(crate) cwd: Option<PathBuf>,
+}
+
+/// What a line from the server's stdout became.
+#[derive(Debug)]
+pub(crate) enum Inbound {
+    /// A valid message.
+    Message(Message),
+    /// A line that is not a valid message: why, and its start, made printable.
+    Bad { why: String, excerpt: String },
+}
+
+/// How a server ended when the client shut it down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ShutdownStage {
+    /// The server had already exited (or was already shut down) before the sequence began.
+    AlreadyExited,
+    /// It exited after its stdin was closed.
+    StdinClosed,
+    /// It exited after SIGTERM to its process group.
+    Terminated,
+    /// It was killed with SIGKILL to its process group.
+    Killed,
+    /// It was sent SIGKILL but could not be reaped in time (a process stuck in the kernel).
+    NotReaped,
+}
+
+/// How [`Client::close`](crate::Client::close) ended the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Shutdown {
+    /// The server's exit status, when it was reaped.
+    pub status: Option<ExitStatus>,
+    /// Which step of the sequence ended it.
+    pub stage: ShutdownStage,
+    /// How long the sequence took.
+    pub elapsed: Duration,
+}
+
+/// The last bytes of the server's stderr.
+#[derive(Debug, Default)]
+struct Tail {
+    /// Invariant: `buf.len() <= 2 * STDERR_TAIL_BYTES`; the tail is its last
+    /// `STDERR_TAIL_BYTES` bytes.
+    buf: Vec<u8>,
+}
+
+impl Tail {
+    fn push(&mut self, bytes: &[u8]) {
+        if bytes.len() >= STDERR_TAIL_BYTES {
+            self.buf.clear();
+            self.buf
+                .extend_from_slice(&bytes[bytes.len() - STDERR_TAIL_BYTES..]);
+            return;
+        }
+        self.buf.extend_from_slice(bytes);
+        if self.buf.len() > 2 * STDERR_TAIL_BYTES {
+            self.buf.drain(..self.buf.len() - STDERR_TAIL_BYTES);
+        }
+    }
+
+    fn text(&self) -> String {
+        let start = self.buf.len().saturating_sub(STDERR_TAIL_BYTES);
+        String::from_utf8_lossy(&self.buf[start..]).into_owned()
+    }
+}
+
+/// A running (or exited, not yet dropped) server and the non-blocking ends of its pipes.
+#[derive(Debug)]
+pub(crate) struct ServerProcess {
+    child: Child,
+    /// The server's pid, which is also its process group id.
+    pgid: libc::pid_t,
+    /// Set once the server has been reaped; the pid is then no longer ours.
+    status: Option<ExitStatus>,
+    poll: Poll,
+    events: Events,
+    stdin: Option<Sender>,
+    stdout: Option<Receiver>,
+    stderr: Option<Receiver>,
+    /// Readable when the server exits; `None` where pidfds do not exist (then `EXIT_TICK`).
+    pidfd: Option<OwnedFd>,
+    /// The server's stdout, split into lines.
+    lines: LineBuffer,
+    /// The server's stderr, split into lines for the stderr callback.
+    err_lines: LineBuffer,
+    /// Messages of a batch line, not yet handed out.
+    deferred: VecDeque<Inbound>,
+    /// Bytes for the server's stdin.
+    queue: WriteQueue,
+    // Readiness, as in the server loop: set by events (or at the start), cleared by WouldBlock.
+    stdout_ready: bool,
+    stderr_ready: bool,
+    stdin_writable: bool,
+    stdout_eof: bool,
+    stderr_eof: bool,
+    /// Writing to stdin failed (EPIPE): the server closed it, or died.
+    stdin_broken: bool,
+    tail: Tail,
+    /// When bytes last came from the server's stdout.
+    pub(crate) last_inbound: Instant,
+    /// Bytes read from stdout and written to stdin.
+    pub(crate) bytes_in: u64,
+    pub(crate) bytes_out: u64,
+    max_message_bytes: usize,
+    _sigpipe: SigpipeIgnored,
+}
+
+impl ServerProcess {
+    /// Starts the server in its own process group with piped stdio.
+    pub(crate) fn spawn(spec: &Spawn, max_message_bytes: usize) -> Result<ServerProcess, Error> {
+        let mut command = Command::new(&spec.program);
+        command
+            .args(&spec.args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        if let Some(allowed) = &spec.env_allowlist {
+            command.env_clear();
+            for name in allowed {
+                if let Some(value) = std::env::var_os(name) {
+                    command.env(name, value);
+                }
+            }
+        }
+        for (name, value) in &spec.envs {
+            command.env(name, value);
+        }
+        if let Some(dir) = &spec.cwd {
+            command.current_dir(dir);
+        }
+        sys::kill_child_with_parent(&mut command);
+        // SIGPIPE must not kill us when the server closes its stdin while we write to it.
+        let sigpipe = SigpipeIgnored::new().map_err(|e| Error::io("ignoring SIGPIPE", e))?;
+        let mut child = command.spawn().map_err(|source| Error::Spawn {
+            program: spec.program.to_string_lossy().into_owned(),
+            source,
+        })?;
+        let pgid = child_pgid(&child);
+        let stdin = child.stdin.take().map(Sender::from);
+        let stdout = child.stdout.take().map(Receiver::from);
+        let stderr = child.stderr.take().map(Receiver::from);
+        // From here on, an error must not leave the child behind: `Partial` kills it on drop.
+        let partial = Partial(Some(child));
+        let (Some(mut stdin), Some(mut stdout), Some(mut stderr)) = (stdin, stdout, stderr) else {
+            return Err(Error::io(
+                "taking the server's pipes",
+                io::Error::from(io::ErrorKind::NotFound),
+            ));
+        };
+        let mut setup = || -> io::Result<(Poll, Option<OwnedFd>)> {
+            stdin.set_nonblocking(true)?;
+            stdout.set_nonblocking(true)?;
+            stderr.set_nonblocking(true)?;
+            let poll = Poll::new()?;
+            poll.registry()
+                .register(&mut stdout, STDOUT, Interest::READABLE)?;
+            poll.registry()
+                .register(&mut stderr, STDERR, Interest::READABLE)?;
+            poll.registry()
+                .register(&mut stdin, STDIN, Interest::WRITABLE)?;
+            let pidfd = sys::pidfd_open(pgid).ok();
+            if let Some(fd) = &pidfd {
+                poll.registry().register(
+                    &mut SourceFd(&fd.as_raw_fd()),
+                    EXITED,
+                    Interest::READABLE,
+                )?;
+            }
+            Ok((poll, pidfd))
+        };
+        let (poll, pidfd) = setup().map_err(|e| Error::io("setting up the server's pipes", e))?;
+        let Some(child) = partial.disarm() else {
+            return Err(Error::Closed);
+        };
+        Ok(ServerProcess {
+            child,
+            pgid,
+            status: None,
+            poll,
+            events: Events::with_capacity(8),
+            stdin: Some(stdin),
+            stdout: Some(stdout),
+            stderr: Some(stderr),
+            pidfd,
+            lines: LineBuffer::new(max_message_bytes),
+            err_lines: LineBuffer::new(STDERR_TAIL_BYTES),
+            deferred: VecDeque::new(),
+            queue: WriteQueue::new(usize::MAX),
+            stdout_ready: true,
+            stderr_ready: true,
+            stdin_writable: true,
+            stdout_eof: false,
+            stderr_eof: false,
+            stdin_broken: false,
+            tail: Tail::default(),
+            last_inbound: Instant::now(),
+            bytes_in: 0,
+            bytes_out: 0,
+            max_message_bytes,
+            _sigpipe: sigpipe,
+        })
+    }
+
+    /// The server's pid (and process group id).
+    pub(crate) fn pid(&self) -> u32 {
+        self.pgid as u32
+    }
+
+    /// Whether the server closed its stdout.
+    pub(crate) fn stdout_eof(&self) -> bool {
+        self.stdout_eof
+    }
+
+    /// Whether writing to the server failed because it no longer reads its stdin.
+    pub(crate) fn stdin_broken(&self) -> bool {
+        self.stdin_broken
+    }
+
+    /// The last 64 KiB of the server's stderr, as text.
+    pub(crate) fn stderr_tail(&self) -> String {
+        self.tail.text()
+    }
+
+    /// Queues a message for the server and writes what the pipe takes now.
+    pub(crate) fn send(&mut self, message: &Message) {
+        self.queue.push(message);
+        self.flush();
+    }
+
+    /// Queues raw bytes for the server and writes what the pipe takes now.
+    pub(crate) fn send_raw(&mut self, bytes: &[u8]) {
+        self.queue.buffer().extend_from_slice(bytes);
+        self.flush();
+    }
+
+    /// Writes queued bytes until the pipe would block. A write error means the server no
+    /// longer reads: the queue is dropped and the failure remembered.
+    pub(crate) fn flush(&mut self) {
+        if !self.stdin_writable || self.queue.pending() == 0 {
+            return;
+        }
+        let Some(stdin) = &self.stdin else {
+            self.stdin_broken = true;
+            return;
+        };
+        let before = self.queue.pending();
+        let result = self.queue.write_to(|bytes| (&*stdin).write(bytes));
+        self.bytes_out += (before - self.queue.pending()) as u64;
+        match result {
+            Ok(true) => {}
+            Ok(false) => self.stdin_writable = false,
+            Err(_) => {
+                self.stdin_broken = true;
+                self.queue = WriteQueue::new(usize::MAX);
+            }
+        }
+    }
+
+    /// Closes the server's stdin (its end-of-input signal). Whatever is still queued is lost.
+    pub(crate) fn close_stdin(&mut self) {
+        self.stdin = None;
+        self.queue = WriteQueue::new(usize::MAX);
+    }
+
+    /// Reads what the server's stdout and stderr hold now, without blocking, up to a budget per
+    /// pipe. Returns whether anything (bytes or end of file) arrived.
+    pub(crate) fn read_available(&mut self, on_stderr: &mut dyn FnMut(&[u8])) -> bool {
+        let mut progressed = false;
+        let mut budget = READ_BUDGET;
+        while self.stdout_ready && !self.stdout_eof && budget > 0 {
+            let Some(stdout) = &mut self.stdout else {
+                break;
+            };
+            let spare = self.lines.spare();
+            match stdout.read(spare) {
+                Ok(0) => {
+                    self.stdout_eof = true;
+                    progressed = true;
+                }
+                Ok(n) => {
+                    self.lines.commit(n);
+                    self.bytes_in += n as u64;
+                    self.last_inbound = Instant::now();
+                    budget = budget.saturating_sub(n);
+                    progressed = true;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.stdout_ready = false,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // Any other error leaves the pipe unusable: treat it as closed.
+                Err(_) => {
+                    self.stdout_eof = true;
+                    progressed = true;
+                }
+            }
+        }
+        let mut budget = READ_BUDGET;
+        let mut chunk = [0u8; 16 * 1024];
+        while self.stderr_ready && !self.stderr_eof && budget > 0 {
+            let Some(stderr) = &mut self.stderr else {
+                break;
+            };
+            match stderr.read(&mut chunk) {
+                Ok(0) => {
+                    self.stderr_eof = true;
+                    while let Some(line) = self.err_lines.finish() {
+                        if let Line::Complete(line) = line {
+                            on_stderr(line);
+                        }
+                    }
+                    progressed = true;
+                }
+                Ok(n) => {
+                    self.tail.push(&chunk[..n]);
+                    let mut rest = &chunk[..n];
+                    while !rest.is_empty() {
+                        let spare = self.err_lines.spare();
+                        let take = spare.len().min(rest.len());
+                        spare[..take].copy_from_slice(&rest[..take]);
+                        self.err_lines.commit(take);
+                        rest = &rest[take..];
+                        while let Some(line) = self.err_lines.next_line() {
+                            if let Line::Complete(line) = line {
+                                on_stderr(line);
+                            }
+                        }
+                    }
+                    budget = budget.saturating_sub(n);
+                    progressed = true;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.stderr_ready = false,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => {
+                    self.stderr_eof = true;
+                    progressed = true;
+                }
+            }
+        }
+        progressed
+    }
+
+    /// Makes the next `read_available` try both pipes whatever the last readiness events said:
+    /// once the server is gone, what it wrote last must be read even if its readiness event
+    /// has not been collected yet (reading a non-blocking pipe is harmless).
+    pub(crate) fn assume_readable(&mut self) {
+        self.stdout_ready = true;
+        self.stderr_ready = true;
+    }
+
+    /// Whether a pipe may hold unread bytes (so the caller must read before sleeping).
+    pub(crate) fn may_have_input(&self) -> bool {
+        (self.stdout_ready && !self.stdout_eof) || (self.stderr_ready && !self.stderr_eof)
+    }
+
+    /// The next message from the server's stdout, or a bad line; `None` when more bytes are
+    /// needed. At end of file, the last line without a newline counts too.
+    pub(crate) fn next_inbound(&mut self) -> Option<Inbound> {
+        loop {
+            if let Some(inbound) = self.deferred.pop_front() {
+                return Some(inbound);
+            }
+            let line = if self.stdout_eof {
+                self.lines.finish()
+            } else {
+                self.lines.next_line()
+            }?;
+            let bytes = match line {
+                Line::Complete(bytes) => bytes,
+                Line::Oversize => {
+                    return Some(Inbound::Bad {
+                        why: format!(
+                            "a line longer than the limit of {} bytes",
+                            self.max_message_bytes
+                        ),
+                        excerpt: String::new(),
+                    })
+                }
+            };
+            match parse_line(bytes) {
+                Parsed::Single(message) => return Some(Inbound::Message(message)),
+                Parsed::Invalid(response) => {
+                    let why = match response.result {
+                        Err(error) => error.message,
+                        Ok(_) => String::from("not a valid message"),
+                    };
+                    return Some(Inbound::Bad {
+                        why,
+                        excerpt: crate::diagnostics::excerpt(bytes),
+                    });
+                }
+                Parsed::Batch(items) => {
+                    for item in items {
+                        self.deferred.push_back(match item {
+                            Ok(message) => Inbound::Message(message),
+                            Err(_) => Inbound::Bad {
+                                why: String::from("a batch element is not a valid message"),
+                                excerpt: String::new(),
+                            },
+                        });
+                    }
+                }
+            }
+        }
+    }
+
+    /// Reaps the server if it has exited; returns its status once it has.
+    pub(crate) fn check_exit(&mut self) -> Option<ExitStatus> {
+        if self.status.is_none() {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                self.status = Some(status);
+                // The pidfd has done its job; a readable pidfd would wake every later poll.
+                if let Some(fd) = self.pidfd.take() {
+                    let _ = self
+                        .poll
+                        .registry()
+                        .deregister(&mut SourceFd(&fd.as_raw_fd()));
+                }
+            }
+        }
+        self.status
+    }
+
+    /// Sleeps until a pipe or the process has news, or `timeout` passes. The caller has
+    /// already read everything available (`may_have_input` is false) and handled every line.
+    pub(crate) fn wait(&mut self, timeout: Option<Duration>) -> Result<(), Error> {
+        // Without a pidfd, nothing wakes us when the server exits: look on a short tick.
+        let watching_exit = self.status.is_none() && self.pidfd.is_none();
+        let timeout = if watching_exit {
+            Some(timeout.map_or(EXIT_TICK, |t| t.min(EXIT_TICK)))
+        } else {
+            timeout
+        };
+        match self.poll.poll(&mut self.events, timeout) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(Error::io("polling the server's pipes", e)),
+        }
+        for event in self.events.iter() {
+            match event.token() {
+                STDOUT => self.stdout_ready = true,
+                STDERR => self.stderr_ready = true,
+                // A closed read end also shows up as writable: the next write says EPIPE.
+                STDIN => self.stdin_writable = true,
+                _ => {}
+            }
+        }
+        self.check_exit();
+        Ok(())
+    }
+
+    /// Waits until the server exits or `deadline` passes, reading (and discarding) its stdout
+    /// and draining its stderr meanwhile, so a server blocked on a full pipe can still exit.
+    fn wait_exit(&mut self, deadline: Instant, on_stderr: &mut dyn FnMut(&[u8])) -> bool {
+        loop {
+            if self.check_exit().is_some() {
+                // Its last words, for the stderr tail (bounded by the read budget).
+                self.assume_readable();
+                self.read_available(on_stderr);
+                return true;
+            }
+            self.read_available(on_stderr);
+            while self.next_inbound().is_some() {}
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            if self.may_have_input() {
+                continue;
+            }
+            if self.wait(Some(deadline - now)).is_err() {
+                // Polling itself failed: fall back to the tick.
+                std::thread::sleep(EXIT_TICK.min(deadline - now));
+            }
+        }
+    }
+
+    /// Ends the server in order: close its stdin (when `close_stdin`), wait `stdin_grace`;
+    /// SIGTERM the group, wait `term_grace`; SIGKILL the group and reap. Whatever ended it,
+    /// what is left of its process group is killed too (no orphans). Never takes much longer
+    /// than `stdin_grace + term_grace` (plus a short bound on reaping after SIGKILL).
+    pub(crate) fn shut_down(
+        &mut self,
+        close_stdin: bool,
+        stdin_grace: Duration,
+        term_grace: Duration,
+        on_stderr: &mut dyn FnMut(&[u8]),
+    ) -> Shutdown {
+        let started = Instant::now();
+        let mut stage = if self.check_exit().is_some() {
+            ShutdownStage::AlreadyExited
+        } else {
+            ShutdownStage::StdinClosed
+        };
+        if stage != ShutdownStage::AlreadyExited {
+            if close_stdin {
+                // One last chance to write what is queued, without waiting for it.
+                self.flush();
+                self.close_stdin();
+                if !self.wait_exit(started + stdin_grace, on_stderr) {
+                    stage = ShutdownStage::Terminated;
+                }
+            } else {
+                stage = ShutdownStage::Terminated;
+            }
+        }
+        if stage == ShutdownStage::Terminated {
+            let _ = sys::signal_group(self.pgid, libc::SIGTERM);
+            if !self.wait_exit(Instant::now() + term_grace, on_stderr) {
+                stage = ShutdownStage::Killed;
+                let _ = sys::signal_group(self.pgid, libc::SIGKILL);
+                if !self.wait_exit(Instant::now() + REAP_AFTER_KILL, on_stderr) {
+                    stage = ShutdownStage::NotReaped;
+                }
+            }
+        }
+        self.kill_leftovers();
+        self.close_stdin();
+        Shutdown {
+            status: self.status,
+            stage,
+            elapsed: started.elapsed(),
+        }
+    }
+
+    /// Kills the whole group at once and reaps the server (bounded).
+    pub(crate) fn kill(&mut self) {
+        if self.check_exit().is_none() {
+            let _ = sys::signal_group(self.pgid, libc::SIGKILL);
+            self.wait_exit(Instant::now() + REAP_AFTER_KILL, &mut |_| {});
+        }
+        self.kill_leftovers();
+    }
+
+    /// Once the server is reaped, anything still in its process group (a grandchild it left
+    /// behind) is an orphan: kill it. The group id cannot belong to anyone else while a member
+    /// lives, and with no member left the signal finds nobody (ESRCH).
+    fn kill_leftovers(&mut self) {
+        if self.status.is_some() {
+            let _ = sys::signal_group(self.pgid, libc::SIGKILL);
+        }
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        // The client shuts the server down in order before dropping it; this is the safety net
+        // for every other path (a failed handshake, a panic): no child outlives its owner.
+        self.kill();
+    }
+}
+
+/// The pid of a spawned child, as the group id it leads.
+fn child_pgid(child: &Child) -> libc::pid_t {
+    // Pids fit a pid_t: the kernel hands them out as such.
+    child.id() as libc::pid_t
+}
+
+/// A child that is killed and reaped on drop unless disarmed: covers the steps between spawning
+/// and owning it.
+struct Partial(Option<Child>);
+
+impl Partial {
+    fn disarm(mut self) -> Option<Child> {
+        self.0.take()
+    }
+}
+
+impl Drop for Partial {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.0 {
+            let _ = sys::signal_group(child_pgid(child), libc::SIGKILL);
+            // SIGKILL was sent, so this wait is short.
+            let _ = child.wait();
+        }
+    }
+}

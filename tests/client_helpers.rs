@@ -1,0 +1,275 @@
+//! The client's MCP helpers and message routing, against a well-behaved fixture server.
+
+mod client_util;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use client_util::{first_text, fixture, watchdog};
+use mcpipe::{Error, ErrorCode, RequestOptions};
+use serde_json::{json, Value};
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+#[test]
+fn handshake_negotiates_a_supported_version() {
+    watchdog(LIMIT, || {
+        let mut client = fixture("good_server.py").spawn().unwrap();
+        assert_eq!(client.protocol_version(), "2025-11-25");
+        assert_eq!(
+            client.initialize_result()["serverInfo"]["name"],
+            "good-fixture"
+        );
+        assert!(client.pid().is_some());
+        client.close();
+    });
+}
+
+#[test]
+fn an_older_version_is_accepted_when_the_server_echoes_it() {
+    watchdog(LIMIT, || {
+        let client = fixture("good_server.py")
+            .protocol_version("2025-03-26")
+            .spawn()
+            .unwrap();
+        assert_eq!(client.protocol_version(), "2025-03-26");
+    });
+}
+
+#[test]
+fn an_unknown_requested_version_gets_the_servers_latest() {
+    watchdog(LIMIT, || {
+        let client = fixture("good_server.py")
+            .protocol_version("1999-01-01")
+            .spawn()
+            .unwrap();
+        assert_eq!(client.protocol_version(), "2025-11-25");
+    });
+}
+
+#[test]
+fn a_version_the_client_does_not_support_fails_the_handshake() {
+    watchdog(LIMIT, || {
+        let err = fixture("good_server.py")
+            .args(["--force-version", "2030-01-01"])
+            .spawn()
+            .unwrap_err();
+        assert!(matches!(err, Error::Protocol { .. }), "{err}");
+        assert!(err.to_string().contains("2030-01-01"), "{err}");
+    });
+}
+
+#[test]
+fn ping_gets_an_empty_result() {
+    watchdog(LIMIT, || {
+        let mut client = fixture("good_server.py").spawn().unwrap();
+        client.ping().unwrap();
+        let result = client.request("ping", None, RequestOptions::new()).unwrap();
+        assert_eq!(result, json!({}));
+    });
+}
+
+#[test]
+fn list_tools_follows_every_page() {
+    watchdog(LIMIT, || {
+        let mut client = fixture("good_server.py")
+            .args(["--page-size", "2"])
+            .spawn()
+            .unwrap();
+        let tools = client.list_tools().unwrap();
+        let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
+        assert_eq!(names.len(), 9, "{names:?}");
+        assert_eq!(names[0], "echo");
+        assert!(names.contains(&"exit"));
+    });
+}
+
+#[test]
+fn call_tool_returns_results_and_tool_errors_as_results() {
+    watchdog(LIMIT, || {
+        let mut client = fixture("good_server.py").spawn().unwrap();
+        let echo = client.call_tool("echo", json!({"text": "hi"})).unwrap();
+        assert_eq!(first_text(&echo), "hi");
+        let fail = client
+            .call_tool("fail", json!({"message": "boom"}))
+            .unwrap();
+        assert_eq!(fail["isError"], true);
+        assert_eq!(first_text(&fail), "failed: boom");
+        let unknown = client.call_tool("nope", Value::Null).unwrap_err();
+        assert!(
+            matches!(&unknown, Error::Rpc(e) if e.code == ErrorCode::INVALID_PARAMS),
+            "{unknown}"
+        );
+        client.ping().unwrap();
+    });
+}
+
+#[test]
+fn resources_and_prompts() {
+    watchdog(LIMIT, || {
+        let mut client = fixture("good_server.py").spawn().unwrap();
+        let resources = client.list_resources().unwrap();
+        assert_eq!(resources[0]["uri"], "mcpipe://demo/readme");
+        let read = client.read_resource("mcpipe://demo/readme").unwrap();
+        assert_eq!(read["contents"][0]["text"], "the readme\n");
+        let missing = client.read_resource("mcpipe://nope").unwrap_err();
+        assert!(matches!(&missing, Error::Rpc(e) if e.code == ErrorCode(-32002)));
+        let prompts = client.list_prompts().unwrap();
+        assert_eq!(prompts[0]["name"], "greet");
+        let prompt = client.get_prompt("greet", json!({"name": "Ada"})).unwrap();
+        assert_eq!(prompt["messages"][0]["content"]["text"], "Hello, Ada!");
+    });
+}
+
+#[test]
+fn unknown_method_is_an_rpc_error_with_a_sentence() {
+    watchdog(LIMIT, || {
+        let mut client = fixture("good_server.py").spawn().unwrap();
+        let err = client
+            .request("no/such/method", Some(json!({})), RequestOptions::new())
+            .unwrap_err();
+        assert!(matches!(&err, Error::Rpc(e) if e.code == ErrorCode::METHOD_NOT_FOUND));
+        assert!(!err.is_retryable());
+        let text = err.to_string();
+        assert!(
+            text.starts_with("the peer answered with an error"),
+            "{text}"
+        );
+    });
+}
+
+#[test]
+fn roots_list_is_answered_from_configured_roots() {
+    watchdog(LIMIT, || {
+        let mut client = fixture("good_server.py")
+            .root("file:///work", Some("work"))
+            .spawn()
+            .unwrap();
+        let result = client.call_tool("ask_roots", json!({})).unwrap();
+        let answer: Value = serde_json::from_str(first_text(&result)).unwrap();
+        assert_eq!(answer["result"]["roots"][0]["uri"], "file:///work");
+        assert_eq!(answer["result"]["roots"][0]["name"], "work");
+        assert_eq!(client.stats().server_requests, 1);
+    });
+}
+
+#[test]
+fn roots_list_without_roots_and_unsupported_requests_get_method_not_found() {
+    watchdog(LIMIT, || {
+        let mut client = fixture("good_server.py").spawn().unwrap();
+        for tool in ["ask_roots", "ask_unsupported"] {
+            let result = client.call_tool(tool, json!({})).unwrap();
+            let answer: Value = serde_json::from_str(first_text(&result)).unwrap();
+            assert_eq!(answer["error"]["code"], -32601, "{tool}: {answer}");
+        }
+    });
+}
+
+#[test]
+fn notifications_are_queued_in_order() {
+    watchdog(LIMIT, || {
+        let mut client = fixture("good_server.py").spawn().unwrap();
+        client.call_tool("notify", json!({"count": 3})).unwrap();
+        let notes = client.take_notifications();
+        assert_eq!(notes.len(), 3);
+        assert_eq!(notes[2].method, "notifications/message");
+        assert_eq!(notes[2].params.as_ref().unwrap()["data"], "note 2");
+        assert!(client
+            .next_notification(Duration::from_millis(50))
+            .unwrap()
+            .is_none());
+    });
+}
+
+#[test]
+fn notifications_reach_the_callback() {
+    watchdog(LIMIT, || {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&seen);
+        let mut client = fixture("good_server.py")
+            .on_notification(move |n| sink.lock().unwrap().push(n.method))
+            .spawn()
+            .unwrap();
+        client.call_tool("notify", json!({"count": 2})).unwrap();
+        assert_eq!(seen.lock().unwrap().len(), 2);
+        assert!(client.take_notifications().is_empty());
+    });
+}
+
+#[test]
+fn stderr_lines_reach_the_callback_and_the_tail() {
+    watchdog(LIMIT, || {
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&lines);
+        let mut client = fixture("good_server.py")
+            .on_stderr(move |l| {
+                sink.lock()
+                    .unwrap()
+                    .push(String::from_utf8_lossy(l).into_owned())
+            })
+            .spawn()
+            .unwrap();
+        let err = client.call_tool("exit", json!({"code": 0})).unwrap_err();
+        assert!(matches!(err, Error::ServerExited { .. }), "{err}");
+        assert!(lines
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l == "exiting on request"));
+        assert!(client.stderr_tail().contains("exiting on request"));
+    });
+}
+
+#[test]
+fn environment_is_inherited_or_restricted_to_an_allowlist() {
+    watchdog(LIMIT, || {
+        std::env::set_var("MCPIPE_TEST_SECRET", "s3cret");
+        let script = "import os,sys; sys.stderr.write(repr(sorted(k for k in os.environ if k.startswith('MCPIPE_TEST')))); sys.stderr.flush()";
+        let run = |builder: mcpipe::ClientBuilder| {
+            let mut client = builder.initialize(false).spawn().unwrap();
+            let _ = client.pump(Duration::from_secs(5));
+            client.stderr_tail()
+        };
+        let all = run(mcpipe::Client::builder("python3").args(["-c", script]));
+        assert!(all.contains("MCPIPE_TEST_SECRET"), "{all}");
+        let some = run(mcpipe::Client::builder("python3")
+            .args(["-c", script])
+            .env_allowlist(["PATH"])
+            .env("MCPIPE_TEST_GIVEN", "1"));
+        assert!(!some.contains("MCPIPE_TEST_SECRET"), "{some}");
+        assert!(some.contains("MCPIPE_TEST_GIVEN"), "{some}");
+    });
+}
+
+#[test]
+fn requests_sent_raw_are_answered_as_stray_responses() {
+    watchdog(LIMIT, || {
+        let mut client = fixture("good_server.py").spawn().unwrap();
+        client
+            .send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":\"raw-1\",\"method\":\"ping\"}\n{oops\n")
+            .unwrap();
+        let first = client
+            .next_stray_response(Duration::from_secs(5))
+            .unwrap()
+            .unwrap();
+        assert_eq!(first.id, Some("raw-1".into()));
+        let second = client
+            .next_stray_response(Duration::from_secs(5))
+            .unwrap()
+            .unwrap();
+        assert_eq!(second.id, None);
+        assert_eq!(second.result.unwrap_err().code, ErrorCode::PARSE_ERROR);
+    });
+}
+
+#[test]
+fn a_command_that_does_not_exist_is_a_spawn_error() {
+    watchdog(LIMIT, || {
+        let err = mcpipe::Client::builder("/nonexistent/mcpipe-server")
+            .spawn()
+            .unwrap_err();
+        assert!(matches!(err, Error::Spawn { .. }), "{err}");
+        assert!(err.to_string().starts_with("could not run"));
+        assert!(std::error::Error::source(&err).is_some());
+    });
+}

@@ -1,0 +1,58 @@
+//! Nothing outlives a client: no fd, no thread, no child. One test in this file, so that no
+//! other test opens fds or threads while it counts them.
+
+mod client_util;
+
+use std::time::Duration;
+
+use client_util::{fixture, watchdog};
+
+fn count(dir: &str) -> usize {
+    std::fs::read_dir(dir).map_or(0, |d| d.count())
+}
+
+#[test]
+fn no_fd_thread_or_child_outlives_a_client() {
+    watchdog(Duration::from_secs(60), || {
+        // Warm up: the first client may initialise process-wide state lazily.
+        drop(fixture("good_server.py").spawn().unwrap());
+        let fds = count("/proc/self/fd");
+        let threads = count("/proc/self/task");
+        let mut pids = Vec::new();
+        for i in 0..10 {
+            let mut client = fixture(if i % 2 == 0 {
+                "good_server.py"
+            } else {
+                "grandchild.py"
+            })
+            .arg(std::env::temp_dir().join(format!("mcpipe-leak-{}-{i}", std::process::id())))
+            .close_timeouts(Duration::from_millis(500), Duration::from_millis(500))
+            .spawn()
+            .unwrap();
+            client.ping().unwrap();
+            pids.push(client.pid().unwrap());
+            if i % 3 == 0 {
+                client.close();
+            }
+        }
+        for i in 0..10 {
+            let _ = std::fs::remove_file(
+                std::env::temp_dir().join(format!("mcpipe-leak-{}-{i}", std::process::id())),
+            );
+        }
+        assert_eq!(count("/proc/self/fd"), fds);
+        assert_eq!(count("/proc/self/task"), threads);
+        for pid in pids {
+            assert!(
+                !client_util::process_alive(pid),
+                "server {pid} outlived its client"
+            );
+        }
+        // Our children are all reaped: no thread of this process has a child left.
+        for task in std::fs::read_dir("/proc/self/task").unwrap() {
+            let path = task.unwrap().path().join("children");
+            let children = std::fs::read_to_string(path).unwrap_or_default();
+            assert!(children.trim().is_empty(), "children left: {children}");
+        }
+    });
+}

@@ -1,0 +1,91 @@
+//! The client against real third-party servers installed from their registries by
+//! `scripts/setup-interop.sh`: the official reference server `@modelcontextprotocol/server-everything`
+//! (npm) and `mcp-server-time` (PyPI). Handshake, list tools, call a tool, close cleanly.
+//!
+//! These tests fail (they do not skip) when the servers are not installed: run
+//! `scripts/setup-interop.sh` first.
+
+mod client_util;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use client_util::{first_text, watchdog};
+use mcpipe::{Client, ClientBuilder, ShutdownStage};
+use serde_json::json;
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+fn interop(path: &str) -> PathBuf {
+    let full = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("interop")
+        .join(path);
+    assert!(
+        full.exists(),
+        "{} is not installed: run scripts/setup-interop.sh first",
+        full.display()
+    );
+    full
+}
+
+fn everything() -> ClientBuilder {
+    let script = interop("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    Client::builder("node")
+        .arg(script)
+        .arg("stdio")
+        .init_timeout(Duration::from_secs(30))
+        .log_bad_lines(false)
+}
+
+fn time_server() -> ClientBuilder {
+    Client::builder(interop(".venv/bin/mcp-server-time"))
+        .arg("--local-timezone")
+        .arg("UTC")
+        .init_timeout(Duration::from_secs(30))
+        .log_bad_lines(false)
+}
+
+#[test]
+fn server_everything_handshake_tools_call_and_close() {
+    watchdog(LIMIT, || {
+        let mut client = everything().spawn().unwrap();
+        assert!(!client.protocol_version().is_empty());
+        let tools = client.list_tools().unwrap();
+        let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
+        assert!(names.contains(&"echo"), "{names:?}");
+        let result = client
+            .call_tool("echo", json!({"message": "hello from mcpipe"}))
+            .unwrap();
+        assert!(
+            first_text(&result).contains("hello from mcpipe"),
+            "{result}"
+        );
+        client.ping().unwrap();
+        assert_eq!(client.stats().bad_lines, 0);
+        let pid = client.pid().unwrap();
+        let shutdown = client.close();
+        assert_eq!(shutdown.stage, ShutdownStage::StdinClosed, "{shutdown:?}");
+        assert!(!client_util::process_alive(pid));
+    });
+}
+
+#[test]
+fn mcp_server_time_handshake_tools_call_and_close() {
+    watchdog(LIMIT, || {
+        let mut client = time_server().spawn().unwrap();
+        assert!(!client.protocol_version().is_empty());
+        let tools = client.list_tools().unwrap();
+        let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
+        assert!(names.contains(&"get_current_time"), "{names:?}");
+        let result = client
+            .call_tool("get_current_time", json!({"timezone": "UTC"}))
+            .unwrap();
+        assert_ne!(result["isError"], true, "{result}");
+        assert!(first_text(&result).contains("UTC"), "{result}");
+        assert_eq!(client.stats().bad_lines, 0);
+        let pid = client.pid().unwrap();
+        let shutdown = client.close();
+        assert_eq!(shutdown.stage, ShutdownStage::StdinClosed, "{shutdown:?}");
+        assert!(!client_util::process_alive(pid));
+    });
+}
