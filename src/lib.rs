@@ -47,6 +47,8 @@
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 
+#[doc(hidden)]
+pub mod bench_support;
 mod connection;
 mod diagnostics;
 mod endpoint;
