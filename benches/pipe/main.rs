@@ -45,13 +45,13 @@ struct Sizes {
 impl Sizes {
     fn full() -> Sizes {
         Sizes {
-            rounds: 5,
-            pipelined: 100_000,
-            large_100k: 1_000,
-            large_10m: 20,
-            ping_warmup: 500,
-            ping_pinned: 20_000,
-            ping_unpinned: 5_000,
+            rounds: 7,
+            pipelined: 500_000,
+            large_100k: 2_000,
+            large_10m: 40,
+            ping_warmup: 1_000,
+            ping_pinned: 50_000,
+            ping_unpinned: 10_000,
             bursts: 10,
         }
     }
@@ -617,6 +617,8 @@ fn run() -> Result<(), String> {
     eprintln!("pipe: load average at the end {}", load_average());
     print_table(&table, &names, sizes.rounds);
     print_targets(&table, large_text as f64);
+    // Kept only when something failed, for the error message that points to it.
+    let _ = std::fs::remove_file(&log_path);
     Ok(())
 }
 
