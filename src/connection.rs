@@ -270,6 +270,18 @@ impl Connection {
         self.stats.bytes_out += (before - self.queue.pending()) as u64;
     }
 
+    /// Like [`Connection::flush`], but tries even when the last write would have blocked.
+    ///
+    /// While input keeps arriving the loop never polls, so it would not hear that the peer has
+    /// read again, and output would pile up to its bound while the peer waits for it. Called
+    /// once per pass of the loop (at most one `EAGAIN` per read), never per message.
+    pub(crate) fn flush_retry(&mut self) {
+        if self.queue.pending() > 0 {
+            self.output_writable = true;
+        }
+        self.flush();
+    }
+
     /// Output bytes not yet written.
     pub(crate) fn output_pending(&self) -> usize {
         self.queue.pending()

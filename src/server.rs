@@ -198,7 +198,7 @@ impl Server {
                 conn.last_input = Instant::now();
                 idle_fired = false;
             }
-            conn.flush();
+            conn.flush_retry();
             if conn.peer_gone || (stopped_by_backpressure && !conn.output_full()) {
                 continue;
             }
