@@ -200,7 +200,7 @@ impl Connection {
         } else {
             self.lines.next_line()
         }?;
-        Some(match line {
+        let parsed = match line {
             Line::Complete(bytes) => {
                 let parsed = parse_line(bytes);
                 if let Parsed::Invalid(response) = &parsed {
@@ -231,7 +231,9 @@ impl Connection {
                     .with_data(serde_json::json!({ "maxMessageBytes": limit })),
                 ))
             }
-        })
+        };
+        self.lines.give_back();
+        Some(parsed)
     }
 
     /// Queues a message for the peer; written at the next flush.
