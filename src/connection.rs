@@ -284,6 +284,11 @@ impl Connection {
         self.flush();
     }
 
+    /// Whether more than `bytes` of output wait and the last write would have blocked.
+    pub(crate) fn output_lagging(&self, bytes: usize) -> bool {
+        !self.output_writable && self.queue.pending() > bytes
+    }
+
     /// Output bytes not yet written.
     pub(crate) fn output_pending(&self) -> usize {
         self.queue.pending()

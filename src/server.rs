@@ -15,6 +15,13 @@ use crate::sys;
 /// How long a signal or orphan shutdown may spend writing what is queued.
 const SHUTDOWN_FLUSH_GRACE: Duration = Duration::from_millis(50);
 
+/// Output waiting past this, with the peer's pipe full, is lagging: before the next read the
+/// loop gives the peer up to [`LAG_WAIT`] to take some.
+const LAG_BYTES: usize = 1 << 20;
+
+/// The longest the loop waits, once per read, for a lagging peer to read.
+const LAG_WAIT: Duration = Duration::from_millis(1);
+
 /// A configured JSON-RPC loop. Build one with [`Server::new`] and the setters, then call
 /// [`Server::serve_stdio`] or [`Server::serve`].
 ///
@@ -201,6 +208,14 @@ impl Server {
             conn.flush_retry();
             if conn.peer_gone || (stopped_by_backpressure && !conn.output_full()) {
                 continue;
+            }
+            if !stopped_by_backpressure && conn.output_lagging(LAG_BYTES) {
+                // Input keeps coming faster than the peer reads (it shares the CPUs with us):
+                // give it a moment before taking more, or output would pile up to its bound.
+                // At most once per read, so a peer that writes everything before reading is
+                // only slowed down, never deadlocked.
+                conn.wait(Some(LAG_WAIT))?;
+                conn.flush_retry();
             }
             if !stopped_by_backpressure {
                 if conn.input_eof() {
