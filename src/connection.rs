@@ -92,6 +92,8 @@ pub(crate) struct Connection {
     /// When the last input bytes arrived.
     pub(crate) last_input: Instant,
     next_request_id: i64,
+    /// The method of the request being handled, for a panic report; reused across requests.
+    pub(crate) method_scratch: String,
     pub(crate) stats: Stats,
     pub(crate) diagnostics: Diagnostics,
     max_message_bytes: usize,
@@ -143,6 +145,7 @@ impl Connection {
             signal: None,
             last_input: Instant::now(),
             next_request_id: 1,
+            method_scratch: String::new(),
             stats: Stats::default(),
             diagnostics: Diagnostics::new(config.log_bad_input),
             max_message_bytes: config.max_message_bytes,

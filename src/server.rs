@@ -375,11 +375,13 @@ fn handle_message(
         Message::Request(request) => {
             conn.stats.requests += 1;
             let id = request.id.clone();
-            let method = request.method.clone();
-            let result = catch_panic(|| {
-                handler.handle_request(request, &mut Context::new(conn, Some(id.clone())))
-            });
-            Some(match result {
+            // Kept for a panic report only, in a reused buffer: no allocation per request.
+            let mut method = std::mem::take(&mut conn.method_scratch);
+            method.clear();
+            method.push_str(&request.method);
+            let result =
+                catch_panic(|| handler.handle_request(request, &mut Context::new(conn, Some(&id))));
+            let response = match result {
                 Ok(result) => Response {
                     id: Some(id),
                     result,
@@ -394,7 +396,9 @@ fn handle_message(
                         )),
                     )
                 }
-            })
+            };
+            conn.method_scratch = method;
+            Some(response)
         }
         Message::Notification(notification) => {
             conn.stats.notifications += 1;
