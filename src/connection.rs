@@ -334,6 +334,20 @@ impl Connection {
         Ok(())
     }
 
+    /// Sleeps until the output is writable, a signal arrives, the peer is gone, or `limit`
+    /// passes; input events on the way are recorded as usual but do not end the wait.
+    pub(crate) fn wait_writable(&mut self, limit: Duration) -> Result<(), Error> {
+        let deadline = Instant::now() + limit;
+        while !self.output_writable && self.signal.is_none() && !self.peer_gone {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            self.wait(Some(left))?;
+        }
+        Ok(())
+    }
+
     fn drain_signal_pipe(&mut self) {
         let Some((_, rx)) = &mut self.signal_pipe else {
             return;

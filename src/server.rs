@@ -214,7 +214,7 @@ impl Server {
                 // give it a moment before taking more, or output would pile up to its bound.
                 // At most once per read, so a peer that writes everything before reading is
                 // only slowed down, never deadlocked.
-                conn.wait(Some(LAG_WAIT))?;
+                conn.wait_writable(LAG_WAIT)?;
                 conn.flush_retry();
             }
             if !stopped_by_backpressure {
