@@ -121,6 +121,8 @@ pub(crate) struct Connection {
     pub(crate) arrived: Option<Response>,
     /// When a handler last peeked at the input (see `PEEK_INTERVAL`).
     last_peek: Option<Instant>,
+    /// The method of the request being handled, for a panic report; reused across requests.
+    pub(crate) method_scratch: String,
     pub(crate) stats: Stats,
     pub(crate) diagnostics: Diagnostics,
     max_message_bytes: usize,
@@ -179,6 +181,7 @@ impl Connection {
             awaiting: None,
             arrived: None,
             last_peek: None,
+            method_scratch: String::new(),
             stats: Stats::default(),
             diagnostics: Diagnostics::new(config.log_bad_input),
             max_message_bytes: config.max_message_bytes,
@@ -369,7 +372,7 @@ impl Connection {
         } else {
             self.lines.next_line()
         }?;
-        Some(match line {
+        let parsed = match line {
             Line::Complete(bytes) => {
                 let parsed = parse_line(bytes);
                 if let Parsed::Invalid(response) = &parsed {
@@ -400,7 +403,9 @@ impl Connection {
                     .with_data(serde_json::json!({ "maxMessageBytes": limit })),
                 ))
             }
-        })
+        };
+        self.lines.give_back();
+        Some(parsed)
     }
 
     /// Queues a message for the peer; written at the next flush.
@@ -437,6 +442,23 @@ impl Connection {
             Err(_) => self.peer_gone = true,
         }
         self.stats.bytes_out += (before - self.queue.pending()) as u64;
+    }
+
+    /// Like [`Connection::flush`], but tries even when the last write would have blocked.
+    ///
+    /// While input keeps arriving the loop never polls, so it would not hear that the peer has
+    /// read again, and output would pile up to its bound while the peer waits for it. Called
+    /// once per pass of the loop (at most one `EAGAIN` per read), never per message.
+    pub(crate) fn flush_retry(&mut self) {
+        if self.queue.pending() > 0 {
+            self.output_writable = true;
+        }
+        self.flush();
+    }
+
+    /// Whether more than `bytes` of output wait and the last write would have blocked.
+    pub(crate) fn output_lagging(&self, bytes: usize) -> bool {
+        !self.output_writable && self.queue.pending() > bytes
     }
 
     /// Output bytes not yet written.
@@ -477,6 +499,20 @@ impl Connection {
         }
         if drain_signals {
             self.drain_signal_pipe();
+        }
+        Ok(())
+    }
+
+    /// Sleeps until the output is writable, a signal arrives, the peer is gone, or `limit`
+    /// passes; input events on the way are recorded as usual but do not end the wait.
+    pub(crate) fn wait_writable(&mut self, limit: Duration) -> Result<(), Error> {
+        let deadline = Instant::now() + limit;
+        while !self.output_writable && self.signal.is_none() && !self.peer_gone {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            self.wait(Some(left))?;
         }
         Ok(())
     }

@@ -111,17 +111,26 @@ pub struct Stats {
 #[derive(Debug)]
 pub struct Context<'a> {
     conn: &'a mut Connection,
-    request: Option<RequestId>,
+    /// Borrowed from the loop, which keeps the id for the response.
+    request: Option<&'a RequestId>,
 }
 
 impl<'a> Context<'a> {
-    pub(crate) fn new(conn: &'a mut Connection, request: Option<RequestId>) -> Context<'a> {
+    pub(crate) fn new(conn: &'a mut Connection, request: Option<&'a RequestId>) -> Context<'a> {
         Context { conn, request }
+    }
+
+    /// A shorter-lived context for the same call, so that a wrapper can own one.
+    pub(crate) fn reborrow(&mut self) -> Context<'_> {
+        Context {
+            conn: &mut *self.conn,
+            request: self.request,
+        }
     }
 
     /// The id of the request being handled, if the call is for a request.
     pub fn request_id(&self) -> Option<&RequestId> {
-        self.request.as_ref()
+        self.request
     }
 
     /// Sends a notification to the peer now (not when the handler returns).

@@ -108,6 +108,8 @@
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 
+#[doc(hidden)]
+pub mod bench_support;
 mod child;
 mod client;
 mod connection;

@@ -57,15 +57,12 @@ impl LineBuffer {
     /// Moves pending bytes to the front when that makes room, and gives memory back once a large
     /// line has been consumed.
     pub(crate) fn spare(&mut self) -> &mut [u8] {
+        self.give_back();
         let pending = self.end - self.start;
         if pending == 0 {
             self.start = 0;
             self.scanned = 0;
             self.end = 0;
-            if self.buf.len() > 2 * MIN_READ {
-                // The large line is gone: give its memory back.
-                self.buf = Vec::new();
-            }
         }
         if self.buf.len() - self.end < MIN_READ {
             if self.start > 0 && self.buf.len() - pending >= MIN_READ {
@@ -80,10 +77,41 @@ impl LineBuffer {
                 // A line is dropped once it exceeds `max_line + 1` bytes (the +1 is a `\r`), so
                 // the buffer never needs to hold more than that plus one read.
                 let cap = self.max_line.saturating_add(2 + BOM.len() + MIN_READ);
-                self.buf.resize(wanted.min(cap).max(self.end + MIN_READ), 0);
+                // A fresh zeroed allocation rather than `resize`: a large one comes from the
+                // kernel as untouched zero pages, so a buffer doubled for a long line costs
+                // memory only as the line arrives, where `resize` would write all of it.
+                self.move_to(vec![0; wanted.min(cap).max(pending + MIN_READ)]);
             }
         }
         &mut self.buf[self.end..]
+    }
+
+    /// Gives the memory of a large line back once it has been taken: called after each line is
+    /// handled, so that a long line's buffer is not held while its response is built.
+    pub(crate) fn give_back(&mut self) {
+        if self.buf.len() <= 2 * MIN_READ {
+            return;
+        }
+        let pending = self.end - self.start;
+        if pending == 0 {
+            self.buf = Vec::new();
+            self.start = 0;
+            self.scanned = 0;
+            self.end = 0;
+        } else if pending <= MIN_READ {
+            // Only the start of the next line is here: keep it in a small buffer.
+            self.move_to(vec![0; 2 * MIN_READ]);
+        }
+    }
+
+    /// Moves the pending bytes to the front of `fresh`, which becomes the buffer.
+    fn move_to(&mut self, mut fresh: Vec<u8>) {
+        let pending = self.end - self.start;
+        fresh[..pending].copy_from_slice(&self.buf[self.start..self.end]);
+        self.scanned -= self.start;
+        self.end = pending;
+        self.start = 0;
+        self.buf = fresh;
     }
 
     /// Records that `n` bytes were read into the front of [`LineBuffer::spare`].

@@ -65,9 +65,9 @@ impl RequestId {
 
     fn write_json(&self, out: &mut Vec<u8>) {
         match &self.0 {
-            IdRepr::Signed(i) => out.extend_from_slice(i.to_string().as_bytes()),
-            IdRepr::Unsigned(u) => out.extend_from_slice(u.to_string().as_bytes()),
-            IdRepr::Str(s) => write_json_value(out, &Value::String(s.clone())),
+            IdRepr::Signed(i) => write_display(out, i),
+            IdRepr::Unsigned(u) => write_display(out, u),
+            IdRepr::Str(s) => write_json_str(out, s),
         }
     }
 }
@@ -459,6 +459,19 @@ fn write_json_value(out: &mut Vec<u8>, value: &Value) {
     serde_json::to_writer(&mut *out, value).expect("serialising a Value into a Vec cannot fail");
 }
 
+/// Appends a number's decimal form, without a temporary `String`.
+fn write_display(out: &mut Vec<u8>, n: impl fmt::Display) {
+    use std::io::Write;
+    // Writing into a `Vec` cannot fail.
+    write!(out, "{n}").expect("writing into a Vec cannot fail");
+}
+
+/// Appends a string as a JSON string, without building a `Value`.
+fn write_json_str(out: &mut Vec<u8>, s: &str) {
+    // Serialising a `str` into a `Vec` cannot fail, as for a `Value`.
+    serde_json::to_writer(&mut *out, s).expect("serialising a str into a Vec cannot fail");
+}
+
 fn write_call(out: &mut Vec<u8>, id: Option<&RequestId>, method: &str, params: Option<&Value>) {
     out.extend_from_slice(b"{\"jsonrpc\":\"2.0\"");
     if let Some(id) = id {
@@ -466,7 +479,7 @@ fn write_call(out: &mut Vec<u8>, id: Option<&RequestId>, method: &str, params: O
         id.write_json(out);
     }
     out.extend_from_slice(b",\"method\":");
-    write_json_value(out, &Value::String(method.to_owned()));
+    write_json_str(out, method);
     if let Some(params) = params {
         out.extend_from_slice(b",\"params\":");
         write_json_value(out, params);

@@ -15,6 +15,13 @@ use crate::sys;
 /// How long a signal or orphan shutdown may spend writing what is queued.
 const SHUTDOWN_FLUSH_GRACE: Duration = Duration::from_millis(50);
 
+/// Output waiting past this, with the peer's pipe full, is lagging: before the next read the
+/// loop gives the peer up to [`LAG_WAIT`] to take some.
+const LAG_BYTES: usize = 1 << 20;
+
+/// The longest the loop waits, once per read, for a lagging peer to read.
+const LAG_WAIT: Duration = Duration::from_millis(1);
+
 /// A configured JSON-RPC loop. Build one with [`Server::new`] and the setters, then call
 /// [`Server::serve_stdio`] or [`Server::serve`].
 ///
@@ -204,13 +211,23 @@ impl Server {
                 conn.last_input = Instant::now();
                 idle_fired = false;
             }
-            conn.flush();
+            conn.flush_retry();
             // A signal noticed while a handler waited is acted on at the top, never slept on.
             if conn.peer_gone
                 || conn.signal.is_some()
                 || (stopped_by_backpressure && !conn.output_full())
             {
                 continue;
+            }
+            if !stopped_by_backpressure && conn.output_lagging(LAG_BYTES) {
+                // Pacing, not sleeping: input keeps coming faster than the peer reads (it shares
+                // the CPUs with us), so give it a moment before taking more, or output would pile
+                // up to its bound. Bounded (LAG_WAIT) and at most once per read, so a peer that
+                // writes everything before reading is only slowed down, never deadlocked; and it
+                // happens only while the peer has over LAG_BYTES of answers it has not read, so
+                // no answer it is waiting for is held back by it.
+                conn.wait_writable(LAG_WAIT)?;
+                conn.flush_retry();
             }
             if !stopped_by_backpressure {
                 if conn.input_eof() {
@@ -236,6 +253,7 @@ impl Server {
             // output queue is at its bound, where taking more input would grow memory without
             // limit: then we sleep until the peer reads. Polling in any other state could sleep
             // while a request waits — the buffered-reader hang this crate exists to prevent.
+            // (The only other wait in this loop is the bounded pacing pause above.)
             let idle_deadline = match self.idle_timeout {
                 Some(timeout) if !idle_fired => Some(conn.last_input + timeout),
                 _ => None,
@@ -376,12 +394,14 @@ fn handle_message(
                 return None;
             }
             conn.stats.requests += 1;
-            let method = request.method.clone();
+            // Kept for a panic report only, in a reused buffer: no allocation per request.
+            let mut method = std::mem::take(&mut conn.method_scratch);
+            method.clear();
+            method.push_str(&request.method);
             conn.running = cancellable.then(|| id.clone());
             conn.running_cancelled = false;
-            let result = catch_panic(|| {
-                handler.handle_request(request, &mut Context::new(conn, Some(id.clone())))
-            });
+            let result =
+                catch_panic(|| handler.handle_request(request, &mut Context::new(conn, Some(&id))));
             conn.running = None;
             if std::mem::take(&mut conn.running_cancelled) {
                 // The peer cancelled it while it ran: it gets no response.
@@ -390,9 +410,10 @@ fn handle_message(
                     conn.stats.handler_panics += 1;
                     eprintln!("mcpipe: the handler panicked on {method} (id {id}): {panic}");
                 }
+                conn.method_scratch = method;
                 return None;
             }
-            Some(match result {
+            let response = match result {
                 Ok(result) => Response {
                     id: Some(id),
                     result,
@@ -407,7 +428,9 @@ fn handle_message(
                         )),
                     )
                 }
-            })
+            };
+            conn.method_scratch = method;
+            Some(response)
         }
         Message::Notification(notification) => {
             conn.stats.notifications += 1;

@@ -449,8 +449,7 @@ impl<S: 'static> McpServer<S> {
 
 /// A fresh context for the same request, so an [`McpContext`] can own one.
 fn child_context<'b>(cx: &'b mut Context<'_>) -> Context<'b> {
-    let id = cx.request_id().cloned();
-    Context::new(cx.connection(), id)
+    cx.reborrow()
 }
 
 fn progress_token(params: &Map<String, Value>) -> Option<Value> {

@@ -1,0 +1,147 @@
+//! Micro-benchmarks of the framing and message layers, each next to its floor.
+//!
+//! Run: `cargo bench --bench micro` (or `cargo bench`); `cargo bench --bench micro -- --test` runs
+//! each once. Every benchmark checks its own result (the number of lines found, the method
+//! parsed), so a fast wrong answer fails instead of winning.
+//!
+//! - `lines`: the loop's line buffer against a bare `memchr` scan of the same bytes, and against
+//!   copying them in 64 KiB pieces and scanning (what any reader that owns its buffer must do;
+//!   the copy stands in for the kernel's copy in `read`).
+//! - `message`: `Message::from_slice` + `Message::write_line` (what the loop does per request
+//!   and response) against `serde_json::from_slice::<Value>` + `serde_json::to_writer` alone.
+
+use std::hint::black_box;
+
+use divan::counter::BytesCount;
+use divan::Bencher;
+use mcpipe::bench_support::LineSplitter;
+use mcpipe::{Message, Response};
+use serde_json::Value;
+
+fn main() {
+    divan::main();
+}
+
+/// The size of one simulated read.
+const READ: usize = 64 * 1024;
+
+/// About 4 MiB of echo request lines whose text is `TEXT` bytes long, and their number.
+fn stream<const TEXT: usize>() -> (Vec<u8>, usize) {
+    let text = "x".repeat(TEXT);
+    let mut data = Vec::new();
+    let mut lines = 0;
+    while data.len() < (4 << 20) {
+        data.extend_from_slice(
+            format!(
+                "{{\"jsonrpc\":\"2.0\",\"id\":{lines},\"method\":\"echo\",\"params\":{{\"text\":\"{text}\"}}}}\n"
+            )
+            .as_bytes(),
+        );
+        lines += 1;
+    }
+    (data, lines)
+}
+
+mod lines {
+    use super::*;
+
+    /// The floor: find every newline, nothing else.
+    #[divan::bench(consts = [100, 100_000])]
+    fn memchr_scan<const TEXT: usize>(bencher: Bencher<'_, '_>) {
+        let (data, lines) = stream::<TEXT>();
+        bencher
+            .counter(BytesCount::of_slice(&data))
+            .bench(|| assert_eq!(memchr::memchr_iter(b'\n', black_box(&data)).count(), lines));
+    }
+
+    /// Copy into a reused 64 KiB buffer, then scan it: a reader that owns its buffer.
+    #[divan::bench(consts = [100, 100_000])]
+    fn copy_and_scan<const TEXT: usize>(bencher: Bencher<'_, '_>) {
+        let (data, lines) = stream::<TEXT>();
+        let mut buf = vec![0u8; READ];
+        bencher
+            .counter(BytesCount::of_slice(&data))
+            .bench_local(|| {
+                let mut found = 0;
+                for piece in black_box(&data).chunks(READ) {
+                    buf[..piece.len()].copy_from_slice(piece);
+                    found += memchr::memchr_iter(b'\n', &buf[..piece.len()]).count();
+                }
+                assert_eq!(found, lines);
+            });
+    }
+
+    /// The loop's line buffer, fed in 64 KiB reads, every line taken.
+    #[divan::bench(consts = [100, 100_000])]
+    fn line_buffer<const TEXT: usize>(bencher: Bencher<'_, '_>) {
+        let (data, lines) = stream::<TEXT>();
+        let mut splitter = LineSplitter::new(64 << 20);
+        bencher
+            .counter(BytesCount::of_slice(&data))
+            .bench_local(|| {
+                let mut found = 0;
+                let mut rest = black_box(&data[..]);
+                while !rest.is_empty() {
+                    let spare = splitter.spare();
+                    let n = spare.len().min(READ).min(rest.len());
+                    spare[..n].copy_from_slice(&rest[..n]);
+                    splitter.commit(n);
+                    rest = &rest[n..];
+                    while let Some(line) = splitter.next_line() {
+                        black_box(line);
+                        found += 1;
+                    }
+                }
+                assert_eq!(found, lines);
+            });
+    }
+}
+
+mod message {
+    use super::*;
+
+    /// One 100-byte echo request, as the pipelined benchmark sends it.
+    fn request() -> Vec<u8> {
+        format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":12345,\"method\":\"echo\",\"params\":{{\"text\":\"{}\"}}}}",
+            "x".repeat(100)
+        )
+        .into_bytes()
+    }
+
+    /// The floor: serde_json alone, parsing to a `Value` and writing one back.
+    #[divan::bench]
+    fn serde_json_value(bencher: Bencher<'_, '_>) {
+        let line = request();
+        let mut out = Vec::new();
+        bencher
+            .counter(BytesCount::of_slice(&line))
+            .bench_local(|| {
+                let v: Value = serde_json::from_slice(black_box(&line)).expect("valid JSON");
+                assert_eq!(v["method"], "echo");
+                out.clear();
+                serde_json::to_writer(&mut out, &v).expect("writing to a Vec");
+                out.push(b'\n');
+                black_box(&out);
+            });
+    }
+
+    /// mcpipe: parse and classify the request, answer with its params, write the response.
+    #[divan::bench]
+    fn parse_and_respond(bencher: Bencher<'_, '_>) {
+        let line = request();
+        let mut out = Vec::new();
+        bencher
+            .counter(BytesCount::of_slice(&line))
+            .bench_local(|| {
+                let Ok(Message::Request(req)) = Message::from_slice(black_box(&line)) else {
+                    panic!("not a request");
+                };
+                assert_eq!(req.method, "echo");
+                let response = Response::ok(req.id, req.params.unwrap_or(Value::Null));
+                out.clear();
+                Message::Response(response).write_line(&mut out);
+                black_box(&out);
+            });
+    }
+}
