@@ -55,6 +55,11 @@ pub enum Error {
     Remote(crate::ErrorObject),
     /// The peer did not declare the capability a request needs, so it was not sent.
     Unsupported(String),
+    /// The client must answer a question first (MCP 2026-07-28, which has no server-to-client
+    /// requests): the MCP layer ends the call with an `input_required` result naming the
+    /// missing inputs, and runs the handler again when the client retries with the answers.
+    /// Return it with `?`; see [`McpContext::input`](crate::McpContext::input).
+    InputRequired,
     /// A child process could not be started or waited for.
     Child {
         /// The program that was run.
@@ -80,6 +85,7 @@ impl fmt::Display for Error {
             Error::Timeout => write!(f, "no response before the deadline"),
             Error::Remote(e) => write!(f, "the peer answered with an error: {e}"),
             Error::Unsupported(why) => write!(f, "not supported by the peer: {why}"),
+            Error::InputRequired => write!(f, "the client's input is needed first"),
             Error::Child { program, source } => write!(f, "running {program}: {source}"),
         }
     }
@@ -92,5 +98,14 @@ impl std::error::Error for Error {
             Error::Remote(e) => Some(e),
             _ => None,
         }
+    }
+}
+
+impl From<Error> for crate::ErrorObject {
+    /// An error met while handling a request, as the peer should see it: `-32603` with the
+    /// message. (It lets an MCP prompt or resource handler write `cx.input(..)?`; the layer
+    /// answers a pending input with an `input_required` result, not with this error.)
+    fn from(error: Error) -> crate::ErrorObject {
+        crate::ErrorObject::internal(format!("internal error: {error}"))
     }
 }

@@ -137,6 +137,6 @@ pub use mcp::prompt::{Prompt, PromptMessage};
 pub use mcp::resource::{base64, Resource, ResourceContents, ResourceTemplate};
 pub use mcp::server::McpServer;
 pub use mcp::tool::{Content, Tool, ToolError, ToolResult};
-pub use mcp::{LATEST_PROTOCOL_VERSION, PROTOCOL_VERSIONS};
+pub use mcp::{LATEST_PROTOCOL_VERSION, MODERN_PROTOCOL_VERSIONS, PROTOCOL_VERSIONS};
 pub use message::{ErrorCode, ErrorObject, Message, Notification, Request, RequestId, Response};
 pub use server::Server;

@@ -379,6 +379,7 @@ fn handle_message(
             let method = request.method.clone();
             conn.running = cancellable.then(|| id.clone());
             conn.running_cancelled = false;
+            conn.response_withheld = false;
             let result = catch_panic(|| {
                 handler.handle_request(request, &mut Context::new(conn, Some(id.clone())))
             });
@@ -390,6 +391,10 @@ fn handle_message(
                     conn.stats.handler_panics += 1;
                     eprintln!("mcpipe: the handler panicked on {method} (id {id}): {panic}");
                 }
+                return None;
+            }
+            if std::mem::take(&mut conn.response_withheld) && result.is_ok() {
+                // The handler answers later, through `Context::send`.
                 return None;
             }
             Some(match result {
