@@ -9,8 +9,8 @@ use serde_json::{json, Map, Value};
 use crate::child::ChildOutput;
 use crate::error::Error;
 use crate::handler::{Context, Stats};
-use crate::mcp::logging::LogLevel;
 use crate::mcp::input::Rounds;
+use crate::mcp::logging::LogLevel;
 
 /// Who is asking, as the layer knows it for one request: from `initialize` (handshake era) or
 /// from the request's own `_meta` (2026-07-28).
@@ -244,9 +244,10 @@ impl<'a> McpContext<'a> {
             return Ok(answer.clone());
         }
         let params = if params.is_null() { json!({}) } else { params };
-        self.rounds
-            .pending
-            .insert(key.to_owned(), json!({ "method": method, "params": params }));
+        self.rounds.pending.insert(
+            key.to_owned(),
+            json!({ "method": method, "params": params }),
+        );
         Err(Error::InputRequired)
     }
 

@@ -91,12 +91,17 @@ pub(crate) fn parse(params: &Map<String, Value>) -> Result<Envelope, ErrorObject
     };
     let log_level = match meta.get(LOG_LEVEL_KEY) {
         None | Some(Value::Null) => None,
-        Some(level) => Some(level.as_str().and_then(LogLevel::from_name).ok_or_else(|| {
-            missing(
+        Some(level) => Some(
+            level
+                .as_str()
+                .and_then(LogLevel::from_name)
+                .ok_or_else(|| {
+                    missing(
                 LOG_LEVEL_KEY,
                 "must be one of debug, info, notice, warning, error, critical, alert, emergency",
             )
-        })?),
+                })?,
+        ),
     };
     Ok(Envelope {
         version,
@@ -136,7 +141,9 @@ mod tests {
     #[test]
     fn a_claim_is_the_version_key_whatever_its_value() {
         assert!(claims_modern(&params(json!({ PROTOCOL_VERSION_KEY: 7 }))));
-        assert!(!claims_modern(&params(json!({ CLIENT_CAPABILITIES_KEY: {} }))));
+        assert!(!claims_modern(&params(
+            json!({ CLIENT_CAPABILITIES_KEY: {} })
+        )));
         assert!(has_envelope_keys(&params(
             json!({ CLIENT_CAPABILITIES_KEY: {} })
         )));

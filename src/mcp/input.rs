@@ -63,7 +63,11 @@ fn tag(binding: &str, payload: &str) -> String {
 
 /// Compares two tags without stopping at the first difference.
 fn same(a: &str, b: &str) -> bool {
-    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
 }
 
 /// What identifies one call across its rounds: method, target (tool or prompt name, resource
@@ -147,7 +151,12 @@ impl Rounds {
     /// The next made-up key for `method` in this round: `elicitation-1`, `elicitation-2`, ...
     /// The same calls in the same order give the same keys in every round.
     pub(crate) fn next_key(&mut self, prefix: &str) -> String {
-        let n = self.counters.get(prefix).and_then(Value::as_u64).unwrap_or(0) + 1;
+        let n = self
+            .counters
+            .get(prefix)
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+            + 1;
         self.counters.insert(prefix.to_owned(), json!(n));
         format!("{prefix}-{n}")
     }

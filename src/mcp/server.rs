@@ -526,9 +526,7 @@ impl<S: 'static> McpServer<S> {
                 page(items, params, "prompts", size)
             }
             "prompts/get" if prompts => self.get_prompt(params, &scope, cx),
-            "completion/complete" if self.completion.is_some() => {
-                self.complete(params, &scope, cx)
-            }
+            "completion/complete" if self.completion.is_some() => self.complete(params, &scope, cx),
             "logging/setLevel" => self.set_level(params),
             // A method of a capability this server did not declare.
             _ => Err(ErrorObject::method_not_found(method)),
@@ -609,7 +607,11 @@ impl<S: 'static> McpServer<S> {
             }
             if cacheable && complete {
                 map.insert("ttlMs".into(), json!(self.cache_ttl_ms));
-                let scope = if self.cache_public { "public" } else { "private" };
+                let scope = if self.cache_public {
+                    "public"
+                } else {
+                    "private"
+                };
                 map.insert("cacheScope".into(), json!(scope));
             }
             let meta = map.entry("_meta").or_insert_with(|| json!({}));
@@ -898,7 +900,9 @@ impl<S: 'static> McpServer<S> {
         let argument = params.get("argument").and_then(Value::as_object);
         let (Some(name), Some(value)) = (
             argument.and_then(|a| a.get("name")).and_then(Value::as_str),
-            argument.and_then(|a| a.get("value")).and_then(Value::as_str),
+            argument
+                .and_then(|a| a.get("value"))
+                .and_then(Value::as_str),
         ) else {
             return Err(ErrorObject::invalid_params(
                 "invalid params: completion/complete needs \"argument\" with string \"name\" \
@@ -983,7 +987,9 @@ fn subscription_uri(params: &Map<String, Value>, method: &str) -> Result<String,
         .get("uri")
         .and_then(Value::as_str)
         .map(str::to_owned)
-        .ok_or_else(|| ErrorObject::invalid_params(format!("invalid params: {method} needs a string \"uri\"")))
+        .ok_or_else(|| {
+            ErrorObject::invalid_params(format!("invalid params: {method} needs a string \"uri\""))
+        })
 }
 
 /// A fresh context for the same request, so an [`McpContext`] can own one.
