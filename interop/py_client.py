@@ -11,6 +11,11 @@ Modes:
                sleep (with progress), stats, panic; resource mcpipe://demo/readme; a
                resource template; prompt greet.
   third-party  a generic check for any server: handshake, list tools, call one tool, close.
+  inputs       against `mcpipe demo --conformance`: tools and a prompt that need input from the
+               client (elicitation, sampling, roots; one input, several at once, several
+               rounds). The SDK's callbacks answer them: as requests from the server in the
+               handshake era (--connect legacy), as `input_required` results it resolves and
+               retries under 2026-07-28 (the default --connect auto negotiates it).
 
 Output: one line per check, `ok <name>` or `FAIL <name>: <reason>`, then a final line
 `N passed, M failed`. The exit status is 0 only when nothing failed. A watchdog turns a
@@ -32,6 +37,7 @@ from typing import Any, Awaitable, Callable
 try:
     import anyio
     import mcp.client.stdio as mcp_stdio
+    import mcp_types
     from mcp import Client, ProgressNotification, StdioServerParameters
 except ImportError as exc:
     # Run by another interpreter: switch to the venv that scripts/setup-interop.sh makes.
@@ -308,6 +314,72 @@ def demo_checks(client: Client, events: Events) -> list[tuple[str, Callable[[], 
     ]
 
 
+# Answers the SDK's callbacks give in inputs mode; the checks look for them in the results.
+INPUT_ANSWERS = {"name": "Alice", "color": "blue", "context": "interop context", "ok": True,
+                 "text": "hello"}
+SAMPLED_TEXT = "Paris, says the Python SDK"
+ROOT_URI = "file:///interop/root"
+
+
+class InputCallbacks:
+    """The SDK callbacks that answer elicitation, sampling and roots, counting each call."""
+
+    def __init__(self) -> None:
+        self.calls: dict[str, int] = {"elicitation": 0, "sampling": 0, "roots": 0}
+
+    async def elicitation(self, context: Any, params: Any) -> Any:
+        self.calls["elicitation"] += 1
+        schema = getattr(params, "requested_schema", None) or {}
+        if hasattr(schema, "model_dump"):
+            schema = schema.model_dump(by_alias=True, exclude_none=True)
+        props = (schema or {}).get("properties", {}) or {}
+        content = {k: INPUT_ANSWERS.get(k, "x") for k in props}
+        return mcp_types.ElicitResult(action="accept", content=content)
+
+    async def sampling(self, context: Any, params: Any) -> Any:
+        self.calls["sampling"] += 1
+        return mcp_types.CreateMessageResult(
+            role="assistant", content=mcp_types.TextContent(type="text", text=SAMPLED_TEXT),
+            model="py-sdk-test", stopReason="endTurn")
+
+    async def roots(self, context: Any) -> Any:
+        self.calls["roots"] += 1
+        return mcp_types.ListRootsResult(roots=[mcp_types.Root(uri=ROOT_URI, name="interop")])
+
+
+def inputs_checks(client: Client, callbacks: InputCallbacks) -> list[tuple[str, Callable[[], Awaitable[str | None]], float]]:
+    def tool_check(tool: str, wanted: list[str], callback: str, arguments: dict[str, Any] | None = None):
+        async def body() -> str:
+            before = callbacks.calls[callback]
+            res = dump(await client.call_tool(tool, arguments or {}))
+            expect(not res.get("isError"), f"{tool} returned isError: {res}")
+            joined = " ".join(texts(res.get("content", [])))
+            for want in wanted:
+                expect(want in joined, f"{tool}: {joined!r} does not contain {want!r}")
+            expect(callbacks.calls[callback] > before, f"the {callback} callback was not called")
+            return joined
+        return body
+
+    async def prompt() -> str:
+        res = dump(await client.get_prompt("test_input_required_result_prompt", {}))
+        blob = json.dumps(res.get("messages", []), ensure_ascii=False)
+        expect(INPUT_ANSWERS["context"] in blob, f"prompt messages lack the elicited context: {blob}")
+        return "prompt got its context"
+
+    return [
+        ("input-elicitation", tool_check("test_input_required_result_elicitation", ["Hello, Alice!"], "elicitation"), CALL_TIMEOUT_S),
+        ("input-sampling", tool_check("test_input_required_result_sampling", [SAMPLED_TEXT], "sampling"), CALL_TIMEOUT_S),
+        ("input-roots", tool_check("test_input_required_result_list_roots", [ROOT_URI], "roots"), CALL_TIMEOUT_S),
+        ("input-several-at-once", tool_check("test_input_required_result_multiple_inputs",
+                                             ["name=Alice", SAMPLED_TEXT, ROOT_URI], "sampling"), CALL_TIMEOUT_S),
+        ("input-several-rounds", tool_check("test_input_required_result_multi_round", ["Alice likes blue"], "elicitation"), CALL_TIMEOUT_S),
+        ("input-request-state", tool_check("test_input_required_result_request_state", ["state-ok", "confirmed=true"], "elicitation"), CALL_TIMEOUT_S),
+        ("input-sampling-tool", tool_check("test_sampling", ["LLM response: " + SAMPLED_TEXT], "sampling",
+                                                          {"prompt": "What is the capital of France?"}), CALL_TIMEOUT_S),
+        ("input-prompt", prompt, CALL_TIMEOUT_S),
+    ]
+
+
 def third_party_checks(client: Client, tool: str | None,
                        tool_args: dict[str, Any] | None) -> list[tuple[str, Callable[[], Awaitable[str | None]], float]]:
     state: dict[str, Any] = {}
@@ -344,13 +416,22 @@ async def run(args: argparse.Namespace, report: Report, server: ServerProcess) -
     command, *cmd_args = args.command
     params = StdioServerParameters(command=command, args=cmd_args, env=dict(os.environ))
     events = Events()
+    callbacks = InputCallbacks()
+    extra: dict[str, Any] = {}
+    if args.mode == "inputs":
+        extra = dict(elicitation_callback=callbacks.elicitation, sampling_callback=callbacks.sampling,
+                     list_roots_callback=callbacks.roots)
     client = Client(params, mode=args.connect, read_timeout_seconds=CALL_TIMEOUT_S, cache=None,
-                    message_handler=events.handler)
+                    message_handler=events.handler, **extra)
 
     # Names of the checks that run inside the session, so a failed connect can fail them too.
-    planned = ["list-tools", "echo-unicode", "fail-is-error", "panic-then-echo", "sleep-progress",
-               "stats-structured", "read-resource", "list-resource-templates", "get-prompt-greet"] \
-        if args.mode == "demo" else ["list-tools", "call-tool"]
+    planned = {
+        "demo": ["list-tools", "echo-unicode", "fail-is-error", "panic-then-echo", "sleep-progress",
+                 "stats-structured", "read-resource", "list-resource-templates", "get-prompt-greet"],
+        "third-party": ["list-tools", "call-tool"],
+        "inputs": ["input-elicitation", "input-sampling", "input-roots", "input-several-at-once",
+                   "input-several-rounds", "input-request-state", "input-sampling-tool", "input-prompt"],
+    }[args.mode]
 
     before = child_pids()
     connected = False
@@ -364,8 +445,12 @@ async def run(args: argparse.Namespace, report: Report, server: ServerProcess) -
             info = client.server_info
             report.ok("initialize", f"{info.name if info else '?'} {info.version if info else ''}, "
                                     f"protocol {client.protocol_version}")
-            checks = demo_checks(client, events) if args.mode == "demo" else \
-                third_party_checks(client, args.tool, json.loads(args.args) if args.args else None)
+            if args.mode == "demo":
+                checks = demo_checks(client, events)
+            elif args.mode == "inputs":
+                checks = inputs_checks(client, callbacks)
+            else:
+                checks = third_party_checks(client, args.tool, json.loads(args.args) if args.args else None)
             for name, body, timeout in checks:
                 await run_check(report, name, body, timeout, events)
             # Faults outside any check (a banner printed on stdout before the handshake, say).
@@ -408,7 +493,7 @@ async def run(args: argparse.Namespace, report: Report, server: ServerProcess) -
         server.kill_group()
     elif close_error:
         report.fail("close", f"server exited but the session ended with {close_error}")
-    elif rc is not None and rc < 0 and args.mode == "demo":
+    elif rc is not None and rc < 0 and args.mode in ("demo", "inputs"):
         # Our own server must exit by itself on stdin EOF; being killed means it did not.
         report.fail("close", f"server did not exit on stdin EOF; killed by signal {-rc} after {took:.1f} s")
     else:
@@ -418,8 +503,8 @@ async def run(args: argparse.Namespace, report: Report, server: ServerProcess) -
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     usage="%(prog)s [--mode demo|third-party] [options] -- COMMAND [ARGS...]")
-    parser.add_argument("--mode", choices=("demo", "third-party"), default="demo")
+                                     usage="%(prog)s [--mode demo|third-party|inputs] [options] -- COMMAND [ARGS...]")
+    parser.add_argument("--mode", choices=("demo", "third-party", "inputs"), default="demo")
     parser.add_argument("--third-party", dest="mode", action="store_const", const="third-party",
                         help="shorthand for --mode third-party")
     parser.add_argument("--demo", dest="mode", action="store_const", const="demo",

@@ -98,7 +98,7 @@ function alive(pid) {
 // --- arguments ------------------------------------------------------------------------
 
 function usage(message) {
-  console.error(`${message}\nusage: node ts_client.mjs [--mode demo|third-party] [--timeout S] ` +
+  console.error(`${message}\nusage: node ts_client.mjs [--mode demo|third-party|inputs] [--timeout S] ` +
     '[--tool NAME --args JSON] -- COMMAND [ARGS...]');
   process.exit(2);
 }
@@ -123,7 +123,7 @@ function parseArgs(argv) {
     else if (a === '-h' || a === '--help') usage('interop check with the TypeScript SDK client');
     else { opts.command = argv.slice(i); break; }
   }
-  if (!['demo', 'third-party'].includes(opts.mode)) usage(`unknown mode ${opts.mode}`);
+  if (!['demo', 'third-party', 'inputs'].includes(opts.mode)) usage(`unknown mode ${opts.mode}`);
   if (!(opts.timeout > 0)) usage('--timeout must be a positive number of seconds');
   if (opts.command.length === 0) usage('missing server command (put it after --)');
   return opts;
@@ -230,6 +230,57 @@ function demoChecks(client, CallToolResultSchema) {
   };
 }
 
+// inputs mode, against `mcpipe demo --conformance`: tools that ask the client for input. This
+// SDK speaks the handshake era, so the server sends elicitation, sampling and roots requests
+// while the call is pending, and the handlers below answer them.
+const INPUT_ANSWERS = { name: 'Alice', color: 'blue', context: 'interop context', ok: true, text: 'hello' };
+const SAMPLED_TEXT = 'Paris, says the TypeScript SDK';
+const ROOT_URI = 'file:///interop/root';
+const INPUT_CHECKS = ['input-elicitation', 'input-sampling', 'input-roots', 'input-several-at-once',
+  'input-several-rounds', 'input-prompt'];
+
+function installInputHandlers(client, sdk, calls) {
+  client.setRequestHandler(sdk.ElicitRequestSchema, async (request) => {
+    calls.elicitation += 1;
+    const props = (request.params.requestedSchema || {}).properties || {};
+    const content = Object.fromEntries(Object.keys(props).map((k) => [k, INPUT_ANSWERS[k] ?? 'x']));
+    return { action: 'accept', content };
+  });
+  client.setRequestHandler(sdk.CreateMessageRequestSchema, async () => {
+    calls.sampling += 1;
+    return { role: 'assistant', content: { type: 'text', text: SAMPLED_TEXT }, model: 'ts-sdk-test', stopReason: 'endTurn' };
+  });
+  client.setRequestHandler(sdk.ListRootsRequestSchema, async () => {
+    calls.roots += 1;
+    return { roots: [{ uri: ROOT_URI, name: 'interop' }] };
+  });
+}
+
+function inputsChecks(client, CallToolResultSchema, calls) {
+  const toolCheck = (tool, wanted, callback, args = {}) => async () => {
+    const before = calls[callback];
+    const res = await client.callTool({ name: tool, arguments: args }, CallToolResultSchema, { timeout: CALL_TIMEOUT_MS });
+    expect(!res.isError, `${tool} returned isError: ${JSON.stringify(res)}`);
+    const joined = texts(res.content).join(' ');
+    for (const want of wanted) expect(joined.includes(want), `${tool}: ${JSON.stringify(joined)} does not contain ${JSON.stringify(want)}`);
+    expect(calls[callback] > before, `the ${callback} handler was not called`);
+    return joined;
+  };
+  return {
+    'input-elicitation': toolCheck('test_input_required_result_elicitation', ['Hello, Alice!'], 'elicitation'),
+    'input-sampling': toolCheck('test_sampling', [`LLM response: ${SAMPLED_TEXT}`], 'sampling', { prompt: 'Capital of France?' }),
+    'input-roots': toolCheck('test_input_required_result_list_roots', [ROOT_URI], 'roots'),
+    'input-several-at-once': toolCheck('test_input_required_result_multiple_inputs', ['name=Alice', SAMPLED_TEXT, ROOT_URI], 'roots'),
+    'input-several-rounds': toolCheck('test_input_required_result_multi_round', ['Alice likes blue'], 'elicitation'),
+    'input-prompt': async () => {
+      const res = await client.getPrompt({ name: 'test_input_required_result_prompt' }, { timeout: CALL_TIMEOUT_MS });
+      const blob = JSON.stringify(res.messages || []);
+      expect(blob.includes(INPUT_ANSWERS.context), `prompt messages lack the elicited context: ${blob}`);
+      return 'prompt got its context';
+    },
+  };
+}
+
 function thirdPartyChecks(client, CallToolResultSchema, opts) {
   let names = null;
   return {
@@ -281,11 +332,14 @@ async function run(opts, state) {
   }
 
   const [command, ...args] = opts.command;
-  const planned = opts.mode === 'demo' ? DEMO_CHECKS : THIRD_PARTY_CHECKS;
+  const planned = { demo: DEMO_CHECKS, 'third-party': THIRD_PARTY_CHECKS, inputs: INPUT_CHECKS }[opts.mode];
   const transport = new sdk.StdioClientTransport({
     command, args, env: { ...process.env }, stderr: 'inherit',
   });
-  const client = new sdk.Client({ name: 'mcpipe-interop-ts', version: '0.0.0' }, { capabilities: {} });
+  const inputCalls = { elicitation: 0, sampling: 0, roots: 0 };
+  const capabilities = opts.mode === 'inputs' ? { elicitation: {}, sampling: {}, roots: {} } : {};
+  const client = new sdk.Client({ name: 'mcpipe-interop-ts', version: '0.0.0' }, { capabilities });
+  if (opts.mode === 'inputs') installInputHandlers(client, sdk, inputCalls);
   const protocolErrors = [];
   client.onerror = (err) => protocolErrors.push(describe(err));
   // The SDK keeps the child private and forgets it on close; note it as soon as it exists, so
@@ -321,7 +375,9 @@ async function run(opts, state) {
 
   const checks = opts.mode === 'demo'
     ? demoChecks(client, sdk.CallToolResultSchema)
-    : thirdPartyChecks(client, sdk.CallToolResultSchema, opts);
+    : opts.mode === 'inputs'
+      ? inputsChecks(client, sdk.CallToolResultSchema, inputCalls)
+      : thirdPartyChecks(client, sdk.CallToolResultSchema, opts);
   for (const name of planned) {
     const before = protocolErrors.length;
     try {
@@ -357,7 +413,7 @@ async function run(opts, state) {
     await killServer(state);
   } else if (closeError) {
     fail('close', `server exited but close failed: ${closeError}`);
-  } else if (exit.signal && opts.mode === 'demo') {
+  } else if (exit.signal && opts.mode !== 'third-party') {
     // Our own server must exit by itself on stdin EOF; being killed means it did not.
     fail('close', `server did not exit on stdin EOF; killed by ${exit.signal} after ${took} s`);
   } else {

@@ -11,6 +11,10 @@
 #   --suite S               active (default), all or pending
 #   --scenario NAME         run one scenario instead of a suite
 #   --spec-version V        e.g. 2025-11-25
+#   --requirements REV      run exactly the scenarios revision REV requires (alpha suite only;
+#                           replaces --suite and --spec-version), e.g. 2026-07-28
+#   --alpha                 run the 0.2.0-alpha suite (interop/node_modules/conformance-alpha)
+#                           instead of the stable 0.1.16
 #   --expected-failures F   baseline YAML; the run then fails only on unexpected results
 #   --timeout SECONDS       bound on the suite run (default 300); the whole script adds ~30 s
 #   --port N                bridge port on 127.0.0.1 (default: a free one)
@@ -34,10 +38,12 @@ INTEROP="$ROOT/interop"
 NODE22="$INTEROP/node_modules/node/bin/node"
 SUPERGATEWAY="$INTEROP/node_modules/supergateway/dist/index.js"
 CONFORMANCE="$INTEROP/node_modules/@modelcontextprotocol/conformance/dist/index.js"
+CONFORMANCE_ALPHA="$INTEROP/node_modules/conformance-alpha/dist/index.js"
 
 suite=active
 scenario=""
 spec_version=""
+requirements=""
 baseline=""
 run_timeout=300
 port=""
@@ -52,6 +58,8 @@ while (($#)); do
     --suite) suite="${2:?}"; shift 2 ;;
     --scenario) scenario="${2:?}"; shift 2 ;;
     --spec-version) spec_version="${2:?}"; shift 2 ;;
+    --requirements) requirements="${2:?}"; shift 2 ;;
+    --alpha) CONFORMANCE="$CONFORMANCE_ALPHA"; shift ;;
     --expected-failures) baseline="${2:?}"; shift 2 ;;
     --timeout) run_timeout="${2:?}"; shift 2 ;;
     --port) port="${2:?}"; shift 2 ;;
@@ -156,7 +164,9 @@ real_bridge="$(pgrep -P "$bridge_pid" | head -n1 || true)"
 if [[ -n "$real_bridge" ]]; then bridge_pid="$real_bridge"; fi
 
 args=(server --url "$url" --output-dir "$out_dir")
-if [[ -n "$scenario" ]]; then args+=(--scenario "$scenario"); else args+=(--suite "$suite"); fi
+if [[ -n "$scenario" ]]; then args+=(--scenario "$scenario")
+elif [[ -n "$requirements" ]]; then args+=(--requirements "$requirements")
+else args+=(--suite "$suite"); fi
 [[ -n "$spec_version" ]] && args+=(--spec-version "$spec_version")
 [[ -n "$baseline" ]] && args+=(--expected-failures "$baseline")
 [[ -n "$verbose" ]] && args+=(--verbose)

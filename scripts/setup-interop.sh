@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the interop tooling into interop/ (both folders are git-ignored):
 #   interop/.venv          the official MCP Python SDK and mcp-server-time (interop/requirements.txt)
-#   interop/node_modules   the official TypeScript SDK, server-everything, the conformance suite,
+#   interop/node_modules   the official TypeScript SDK, server-everything, the conformance suite
+#                          (stable 0.1.16, and 0.2.0-alpha.12 as the npm alias conformance-alpha),
 #                          supergateway and a Node 22 binary for the suite (interop/package-lock.json)
 #
 #   scripts/setup-interop.sh            # install what is missing or out of date, print versions
@@ -76,7 +77,8 @@ node_ready() {
   [[ -f "$NODE_STAMP" && "$(cat "$NODE_STAMP")" == "$node_want" ]] &&
     [[ -x "$INTEROP/node_modules/node/bin/node" ]] &&
     [[ "$("$INTEROP/node_modules/node/bin/node" --version 2>/dev/null)" == "$NODE22_EXPECTED" ]] &&
-    [[ -f "$INTEROP/node_modules/@modelcontextprotocol/sdk/package.json" ]]
+    [[ -f "$INTEROP/node_modules/@modelcontextprotocol/sdk/package.json" ]] &&
+    [[ -f "$INTEROP/node_modules/conformance-alpha/package.json" ]]
 }
 
 if [[ "$FORCE" != 1 ]] && node_ready; then
@@ -108,7 +110,7 @@ echo "  node (interop/node_modules, for the conformance suite) $("$INTEROP/node_
 # shellcheck disable=SC2016  # the single-quoted text is JavaScript, not shell
 (cd "$INTEROP" && node -e '
   const names = ["@modelcontextprotocol/sdk", "@modelcontextprotocol/server-everything",
-                 "@modelcontextprotocol/conformance", "supergateway"];
+                 "@modelcontextprotocol/conformance", "conformance-alpha", "supergateway"];
   for (const n of names) {
     const v = require(`./node_modules/${n}/package.json`).version;
     console.log(`  ${n.padEnd(40)}${v}`);

@@ -111,6 +111,9 @@ pub(crate) struct Connection {
     pub(crate) running: Option<RequestId>,
     /// The peer cancelled the running request.
     pub(crate) running_cancelled: bool,
+    /// The running handler will answer its request later itself (a long-lived MCP
+    /// `subscriptions/listen`): the loop sends no response when it returns.
+    pub(crate) response_withheld: bool,
     /// Ids of requests waiting in `deferred` that the peer cancelled before they started.
     /// Invariant: every id here named a request in `deferred` when it was added, so the set is
     /// never larger than the queue was.
@@ -177,6 +180,7 @@ impl Connection {
             cancel_method: None,
             running: None,
             running_cancelled: false,
+            response_withheld: false,
             cancelled_queued: HashSet::new(),
             awaiting: None,
             arrived: None,

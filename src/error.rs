@@ -55,6 +55,11 @@ pub enum Error {
     Shutdown,
     /// The peer did not declare the capability a request needs, so it was not sent.
     Unsupported(String),
+    /// The client must answer a question first (MCP 2026-07-28, which has no server-to-client
+    /// requests): the MCP layer ends the call with an `input_required` result naming the
+    /// missing inputs, and runs the handler again when the client retries with the answers.
+    /// Return it with `?`; see [`McpContext::input`](crate::McpContext::input).
+    InputRequired,
     /// A program could not be started (the client's server, a handler's child process) or
     /// waited for.
     Spawn {
@@ -146,6 +151,7 @@ impl fmt::Display for Error {
             Error::Cancelled => write!(f, "the request was cancelled"),
             Error::Shutdown => write!(f, "the server is shutting down"),
             Error::Unsupported(why) => write!(f, "not supported by the peer: {why}"),
+            Error::InputRequired => write!(f, "the client's input is needed first"),
             Error::Spawn { program, source } => {
                 write!(f, "could not run {program:?}: {source}")
             }
@@ -196,5 +202,14 @@ impl std::error::Error for Error {
             Error::RetriesExhausted { last, .. } => Some(&**last),
             _ => None,
         }
+    }
+}
+
+impl From<Error> for crate::ErrorObject {
+    /// An error met while handling a request, as the peer should see it: `-32603` with the
+    /// message. (It lets an MCP prompt or resource handler write `cx.input(..)?`; the layer
+    /// answers a pending input with an `input_required` result, not with this error.)
+    fn from(error: Error) -> crate::ErrorObject {
+        crate::ErrorObject::internal(format!("internal error: {error}"))
     }
 }

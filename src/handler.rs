@@ -342,6 +342,16 @@ impl<'a> Context<'a> {
         child::run(self.conn, command, max_output, timeout)
     }
 
+    /// The loop sends no response when the handler of this request returns (whatever it
+    /// returns, unless it panics): the handler keeps the id and answers later with
+    /// [`Context::send`], or never. For long-lived requests such as MCP's
+    /// `subscriptions/listen`.
+    pub(crate) fn withhold_response(&mut self) {
+        if self.request.is_some() {
+            self.conn.response_withheld = true;
+        }
+    }
+
     /// Why the handler was interrupted, as an error.
     fn interruption(&self) -> Error {
         if self.conn.running_cancelled {

@@ -77,8 +77,11 @@
 //! [`McpServer`] implements [`Handler`] for the Model Context Protocol: register tools,
 //! resources, templates and prompts with closures over a state of yours, and the layer answers
 //! the lifecycle (version negotiation), listing with pagination, calls, reads, logging levels,
-//! cancellation and batches. Handlers get an [`McpContext`] for progress, logging, requests to
-//! the client and cancellable child processes.
+//! cancellation and batches. It serves handshake-era clients ([`PROTOCOL_VERSIONS`]) and
+//! stateless MCP 2026-07-28 clients ([`MODERN_PROTOCOL_VERSIONS`]: per-request `_meta`,
+//! `server/discover`, `input_required` results) from the same registrations. Handlers get an
+//! [`McpContext`] for progress, logging, input from the client ([`McpContext::input`], which
+//! covers both eras) and cancellable child processes.
 //!
 //! ```no_run
 //! use mcpipe::{McpServer, Tool, ToolResult};
@@ -144,6 +147,6 @@ pub use mcp::prompt::{Prompt, PromptMessage};
 pub use mcp::resource::{base64, Resource, ResourceContents, ResourceTemplate};
 pub use mcp::server::McpServer;
 pub use mcp::tool::{Content, Tool, ToolError, ToolResult};
-pub use mcp::{LATEST_PROTOCOL_VERSION, PROTOCOL_VERSIONS};
+pub use mcp::{LATEST_PROTOCOL_VERSION, MODERN_PROTOCOL_VERSIONS, PROTOCOL_VERSIONS};
 pub use message::{ErrorCode, ErrorObject, Message, Notification, Request, RequestId, Response};
 pub use server::Server;

@@ -400,6 +400,7 @@ fn handle_message(
             method.push_str(&request.method);
             conn.running = cancellable.then(|| id.clone());
             conn.running_cancelled = false;
+            conn.response_withheld = false;
             let result =
                 catch_panic(|| handler.handle_request(request, &mut Context::new(conn, Some(&id))));
             conn.running = None;
@@ -410,6 +411,11 @@ fn handle_message(
                     conn.stats.handler_panics += 1;
                     eprintln!("mcpipe: the handler panicked on {method} (id {id}): {panic}");
                 }
+                conn.method_scratch = method;
+                return None;
+            }
+            if std::mem::take(&mut conn.response_withheld) && result.is_ok() {
+                // The handler answers later, through `Context::send`.
                 conn.method_scratch = method;
                 return None;
             }

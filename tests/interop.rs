@@ -73,23 +73,30 @@ fn require(path: &Path, what: &str) {
     );
 }
 
-#[test]
-fn python_sdk_client_passes_against_the_demo() {
+/// Runs `interop/py_client.py` with these options against `mcpipe demo` plus `demo_args`;
+/// checks it passed and negotiated `protocol`.
+fn python(options: &[&str], demo_args: &[&str], protocol: &str) {
     let python = root().join("interop/.venv/bin/python");
     require(&python, "the MCP Python SDK");
     let mut command = Command::new(python);
     command
         .arg("interop/py_client.py")
+        .args(options)
         .arg("--")
         .arg(env!("CARGO_BIN_EXE_mcpipe"))
-        .arg("demo");
+        .arg("demo")
+        .args(demo_args);
     let (ok, output) = run_client(command);
     assert!(ok, "the Python SDK client failed:\n{output}");
     assert!(output.contains(" 0 failed"), "{output}");
+    assert!(
+        output.contains(&format!("protocol {protocol}")),
+        "expected protocol {protocol}:\n{output}"
+    );
 }
 
-#[test]
-fn typescript_sdk_client_passes_against_the_demo() {
+/// Runs `interop/ts_client.mjs` with these options against `mcpipe demo` plus `demo_args`.
+fn typescript(options: &[&str], demo_args: &[&str]) {
     require(
         &root().join("interop/node_modules/@modelcontextprotocol/sdk"),
         "the MCP TypeScript SDK",
@@ -97,10 +104,52 @@ fn typescript_sdk_client_passes_against_the_demo() {
     let mut command = Command::new("node");
     command
         .arg("interop/ts_client.mjs")
+        .args(options)
         .arg("--")
         .arg(env!("CARGO_BIN_EXE_mcpipe"))
-        .arg("demo");
+        .arg("demo")
+        .args(demo_args);
     let (ok, output) = run_client(command);
     assert!(ok, "the TypeScript SDK client failed:\n{output}");
     assert!(output.contains(" 0 failed"), "{output}");
+}
+
+/// The Python SDK 2.3.0 probes `server/discover` first and so speaks 2026-07-28 to the demo.
+#[test]
+fn python_sdk_client_passes_against_the_demo() {
+    python(&[], &[], "2026-07-28");
+}
+
+/// The same checks with the SDK forced to the handshake (`initialize`) era.
+#[test]
+fn python_sdk_client_in_the_handshake_era_passes_against_the_demo() {
+    python(&["--connect", "legacy"], &[], "2025-11-25");
+}
+
+/// Tools and a prompt that need input from the client: `input_required` results that the SDK
+/// resolves with its callbacks and retries (2026-07-28).
+#[test]
+fn python_sdk_answers_input_required_results() {
+    python(&["--mode", "inputs"], &["--conformance"], "2026-07-28");
+}
+
+/// The same tools in the handshake era: the server asks with requests while the call waits.
+#[test]
+fn python_sdk_answers_server_requests_in_the_handshake_era() {
+    python(
+        &["--mode", "inputs", "--connect", "legacy"],
+        &["--conformance"],
+        "2025-11-25",
+    );
+}
+
+#[test]
+fn typescript_sdk_client_passes_against_the_demo() {
+    typescript(&[], &[]);
+}
+
+/// The TypeScript SDK 1.32.2 speaks the handshake era only: inputs are server requests.
+#[test]
+fn typescript_sdk_answers_server_requests() {
+    typescript(&["--mode", "inputs"], &["--conformance"]);
 }

@@ -58,19 +58,28 @@ fn requests_before_initialize_get_a_clear_error_but_ping_is_answered() {
     let mut demo = Proc::demo(&[]);
     demo.request(1, "ping", json!({}));
     assert_eq!(demo.result(1), json!({}));
+    // Neither a handshake nor the per-request `_meta` of 2026-07-28: invalid params, with a
+    // message that names both ways in.
     demo.request(2, "tools/list", json!({}));
     let response = demo.response(2);
-    assert_eq!(response["error"]["code"], -32600);
+    assert_eq!(response["error"]["code"], -32602);
     let message = response["error"]["message"].as_str().unwrap();
     assert!(message.contains("initialize"), "{message}");
+    assert!(message.contains("protocolVersion"), "{message}");
     demo.call(3, "echo", json!({ "text": "early" }));
-    assert_eq!(demo.error_code(3), -32600);
-    // An unknown method is unknown whatever the state (what `server/discover` probes rely on).
-    demo.request(4, "server/discover", json!({}));
+    assert_eq!(demo.error_code(3), -32602);
+    // An unknown method is unknown whatever the state.
+    demo.request(4, "no/such/method", json!({}));
     assert_eq!(demo.error_code(4), -32601);
+    // `server/discover` exists (2026-07-28), but not without its `_meta`.
+    demo.request(5, "server/discover", json!({}));
+    assert_eq!(demo.error_code(5), -32602);
     demo.initialize();
-    demo.request(5, "tools/list", json!({}));
-    assert!(demo.result(5)["tools"].is_array());
+    demo.request(6, "tools/list", json!({}));
+    assert!(demo.result(6)["tools"].is_array());
+    // A handshake session does not speak 2026-07-28 any more.
+    demo.request(7, "server/discover", json!({}));
+    assert_eq!(demo.error_code(7), -32601);
 }
 
 #[test]

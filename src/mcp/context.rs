@@ -9,34 +9,78 @@ use serde_json::{json, Map, Value};
 use crate::child::ChildOutput;
 use crate::error::Error;
 use crate::handler::{Context, Stats};
+use crate::mcp::input::Rounds;
 use crate::mcp::logging::LogLevel;
-use crate::mcp::server::Session;
 
-/// The context of one MCP request: the loop's [`Context`] plus the session (negotiated
-/// version, client capabilities, log level) and the request's progress token.
+/// Who is asking, as the layer knows it for one request: from `initialize` (handshake era) or
+/// from the request's own `_meta` (2026-07-28).
+#[derive(Debug, Clone)]
+pub(crate) struct Scope {
+    /// The request came with the 2026-07-28 per-request envelope.
+    pub(crate) modern: bool,
+    pub(crate) version: String,
+    pub(crate) client_capabilities: Value,
+    pub(crate) client_info: Value,
+    /// Log messages below this level are not sent; `None`: none are.
+    pub(crate) log_level: Option<LogLevel>,
+}
+
+/// A change a handler announced, delivered by the layer when the handler returns.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Change {
+    Tools,
+    Prompts,
+    Resources,
+    ResourceUpdated(String),
+}
+
+/// The context of one MCP request: the loop's [`Context`] plus who is asking (protocol
+/// version, client capabilities, log level), the request's progress token, and, under MCP
+/// 2026-07-28, the answers the client gave to earlier questions of this call.
 ///
 /// Everything it sends goes out at once, not when the handler returns.
+///
+/// # One API for both eras
+/// [`McpContext::input`] (and [`elicit`](McpContext::elicit),
+/// [`create_message`](McpContext::create_message), [`list_roots`](McpContext::list_roots))
+/// asks the client something. With a handshake-era client it sends the request and waits for
+/// the answer. With a 2026-07-28 client, which takes no requests from servers, it returns the
+/// answer the client already gave in this call, or [`Error::InputRequired`]: the handler
+/// returns (with `?`), the layer answers `input_required`, and runs the handler again, from
+/// the start, when the client retries with the answers. Code before an input may therefore
+/// run once per round: keep side effects after the inputs, or make them idempotent.
 #[derive(Debug)]
 pub struct McpContext<'a> {
     cx: Context<'a>,
-    session: &'a Session,
+    scope: &'a Scope,
     progress_token: Option<Value>,
     /// The last progress value sent: the next one must be greater.
     last_progress: Option<f64>,
+    rounds: Rounds,
+    changes: Vec<Change>,
 }
 
 impl<'a> McpContext<'a> {
     pub(crate) fn new(
         cx: Context<'a>,
-        session: &'a Session,
+        scope: &'a Scope,
         progress_token: Option<Value>,
+        rounds: Rounds,
     ) -> McpContext<'a> {
         McpContext {
             cx,
-            session,
+            scope,
             progress_token,
             last_progress: None,
+            rounds,
+            changes: Vec::new(),
         }
+    }
+
+    /// What the handler left for the layer: the inputs of this round and the changes it
+    /// announced.
+    pub(crate) fn into_parts(self) -> (Rounds, Vec<Change>) {
+        (self.rounds, self.changes)
     }
 
     /// Whether the client cancelled this request (or the server must stop). Cheap: see
@@ -104,13 +148,16 @@ impl<'a> McpContext<'a> {
     }
 
     /// Sends a log message (`notifications/message`) now, when `level` is at least the level
-    /// the client set with `logging/setLevel` (`info` until it sets one).
+    /// the client asked for: with `logging/setLevel` in the handshake era (`info` until it sets
+    /// one), in the request's `_meta` under 2026-07-28 (no messages at all when the request does
+    /// not carry `io.modelcontextprotocol/logLevel`).
     ///
     /// # Errors
     /// [`Error::PeerGone`] when the client is gone.
     pub fn log(&mut self, level: LogLevel, logger: Option<&str>, data: Value) -> Result<(), Error> {
-        if level < self.session.log_level {
-            return Ok(());
+        match self.scope.log_level {
+            Some(min) if level >= min => {}
+            _ => return Ok(()),
         }
         let mut params = Map::new();
         params.insert("level".into(), Value::String(level.as_str().into()));
@@ -130,75 +177,215 @@ impl<'a> McpContext<'a> {
         self.cx.notify(method, params)
     }
 
-    /// Sends a request to the client and waits up to `timeout` for its result, reading input
-    /// meanwhile (see [`Context::call`]). Requests that need a client capability
-    /// (`sampling/createMessage`, `elicitation/create`, `roots/list`) are only sent when the
-    /// client declared it.
+    /// Asks the client for input under the name `key`: a `sampling/createMessage`,
+    /// `elicitation/create` or `roots/list` request with these `params` (`Value::Null` for
+    /// none). Returns the client's result for it (a `CreateMessageResult`, `ElicitResult` or
+    /// `ListRootsResult` object).
+    ///
+    /// - Handshake era: sends the request now and waits up to `timeout`, reading input
+    ///   meanwhile (see [`Context::call`]); `key` is not used.
+    /// - MCP 2026-07-28: returns the answer the client gave for `key` in this call (in this
+    ///   retry's `inputResponses` or an earlier round's, kept in `requestState`), or records the
+    ///   request and returns [`Error::InputRequired`]; `timeout` is not used. Return that error
+    ///   (`?`): the call is then answered with an `input_required` result listing every input
+    ///   still missing, so to ask for several in one round, call `input` for each before the
+    ///   first `?`. Any missing input ends the round, whatever the handler returns.
+    ///
+    /// Keys must be unique within one call; the same key always means the same question.
     ///
     /// # Errors
-    /// [`Error::Unsupported`] (nothing sent) when the client lacks the capability;
-    /// [`Error::Rpc`], [`Error::Timeout`], [`Error::Cancelled`], [`Error::Shutdown`],
-    /// [`Error::PeerGone`] as in [`Context::call`].
+    /// [`Error::Unsupported`] (nothing asked) when the client did not declare the capability
+    /// the method needs (`sampling`, `elicitation` (`elicitation.url` for URL mode), `roots`),
+    /// or for any other method under 2026-07-28. A handler that returns this error gets
+    /// `-32021` with `data.requiredCapabilities` under 2026-07-28 (an `isError` result in the
+    /// handshake era, as before). [`Error::InputRequired`] as above; [`Error::Rpc`],
+    /// [`Error::Timeout`], [`Error::Cancelled`], [`Error::Shutdown`], [`Error::PeerGone`] as in
+    /// [`Context::call`].
+    ///
+    /// # Example
+    /// ```no_run
+    /// # fn tool(cx: &mut mcpipe::McpContext<'_>) -> Result<mcpipe::ToolResult, mcpipe::ToolError> {
+    /// use std::time::Duration;
+    /// use serde_json::json;
+    /// let answer = cx.input(
+    ///     "user_name",
+    ///     "elicitation/create",
+    ///     json!({
+    ///         "message": "What is your name?",
+    ///         "requestedSchema": { "type": "object", "properties": { "name": { "type": "string" } } }
+    ///     }),
+    ///     Duration::from_secs(60),
+    /// )?;
+    /// let name = answer["content"]["name"].as_str().unwrap_or("stranger");
+    /// Ok(mcpipe::ToolResult::text(format!("Hello, {name}!")))
+    /// # }
+    /// ```
+    pub fn input(
+        &mut self,
+        key: &str,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+    ) -> Result<Value, Error> {
+        let Some(capability) = capability_for(method) else {
+            if self.scope.modern {
+                return Err(Error::Unsupported(format!(
+                    "{method} cannot be asked of a client: MCP 2026-07-28 has no \
+                     server-to-client requests except sampling, elicitation and roots as inputs"
+                )));
+            }
+            return self.cx.call(method, non_null(params), timeout);
+        };
+        self.check_capability(method, capability, &params)?;
+        if !self.scope.modern {
+            return self.cx.call(method, non_null(params), timeout);
+        }
+        if let Some(answer) = self.rounds.answers.get(key) {
+            return Ok(answer.clone());
+        }
+        let params = if params.is_null() { json!({}) } else { params };
+        self.rounds.pending.insert(
+            key.to_owned(),
+            json!({ "method": method, "params": params }),
+        );
+        Err(Error::InputRequired)
+    }
+
+    fn check_capability(
+        &mut self,
+        method: &str,
+        capability: &str,
+        params: &Value,
+    ) -> Result<(), Error> {
+        let declared = self.scope.client_capabilities.get(capability);
+        let url_mode = method == "elicitation/create"
+            && params.get("mode").and_then(Value::as_str) == Some("url");
+        let (missing, required) = match declared {
+            None => (true, json!({ capability: {} })),
+            Some(d) if url_mode && d.get("url").is_none() => {
+                (true, json!({ "elicitation": { "url": {} } }))
+            }
+            Some(_) => (false, Value::Null),
+        };
+        if !missing {
+            return Ok(());
+        }
+        self.rounds.missing_capability = Some(required);
+        Err(Error::Unsupported(if url_mode && declared.is_some() {
+            "the client did not declare URL-mode elicitation".to_owned()
+        } else {
+            format!("the client did not declare the {capability:?} capability needed for {method}")
+        }))
+    }
+
+    /// Sends a request to the client and waits up to `timeout` for its result, reading input
+    /// meanwhile (see [`Context::call`]). `sampling/createMessage`, `elicitation/create` and
+    /// `roots/list` go through [`McpContext::input`] with a key made up from the method and a
+    /// counter (`elicitation-1`, `elicitation-2`, ...), so they work in both eras; they are
+    /// only asked when the client declared the capability.
+    ///
+    /// # Errors
+    /// As [`McpContext::input`]; under MCP 2026-07-28 any other method is
+    /// [`Error::Unsupported`] (the revision has no server-to-client requests).
     pub fn request(
         &mut self,
         method: &str,
         params: Option<Value>,
         timeout: Duration,
     ) -> Result<Value, Error> {
-        let needed = match method {
-            "sampling/createMessage" => Some("sampling"),
-            "elicitation/create" => Some("elicitation"),
-            "roots/list" => Some("roots"),
-            _ => None,
+        let key = match method {
+            "sampling/createMessage" => self.rounds.next_key("sampling"),
+            "elicitation/create" => self.rounds.next_key("elicitation"),
+            "roots/list" => self.rounds.next_key("roots"),
+            _ => String::new(),
         };
-        if let Some(capability) = needed {
-            let declared = self.session.client_capabilities.get(capability);
-            if declared.is_none() {
-                return Err(Error::Unsupported(format!(
-                    "the client did not declare the {capability:?} capability needed for {method}"
-                )));
-            }
-            let url_mode = params
-                .as_ref()
-                .and_then(|p| p.get("mode"))
-                .and_then(Value::as_str)
-                == Some("url");
-            if method == "elicitation/create"
-                && url_mode
-                && declared.and_then(|d| d.get("url")).is_none()
-            {
-                return Err(Error::Unsupported(
-                    "the client did not declare URL-mode elicitation".to_owned(),
-                ));
-            }
-        }
-        self.cx.call(method, params, timeout)
+        self.input(&key, method, params.unwrap_or(Value::Null), timeout)
     }
 
     /// Asks the client's model for a completion (`sampling/createMessage`); needs the client's
-    /// `sampling` capability.
+    /// `sampling` capability. Works in both eras (see [`McpContext::input`]).
     ///
     /// # Errors
-    /// As [`McpContext::request`].
+    /// As [`McpContext::input`].
     pub fn create_message(&mut self, params: Value, timeout: Duration) -> Result<Value, Error> {
         self.request("sampling/createMessage", Some(params), timeout)
     }
 
     /// Asks the user for input (`elicitation/create`); needs the client's `elicitation`
-    /// capability.
+    /// capability. Works in both eras (see [`McpContext::input`]).
     ///
     /// # Errors
-    /// As [`McpContext::request`].
+    /// As [`McpContext::input`].
     pub fn elicit(&mut self, params: Value, timeout: Duration) -> Result<Value, Error> {
         self.request("elicitation/create", Some(params), timeout)
     }
 
     /// Asks the client for its roots (`roots/list`); needs the client's `roots` capability.
+    /// Works in both eras (see [`McpContext::input`]).
     ///
     /// # Errors
-    /// As [`McpContext::request`].
+    /// As [`McpContext::input`].
     pub fn list_roots(&mut self, timeout: Duration) -> Result<Value, Error> {
         self.request("roots/list", None, timeout)
+    }
+
+    /// Under MCP 2026-07-28, the value the handler saved with
+    /// [`set_round_state`](McpContext::set_round_state) in an earlier round of this call
+    /// (it travels, integrity-protected, in `requestState`). `None` in the first round and
+    /// always in the handshake era, where a call has only one round.
+    pub fn round_state(&self) -> Option<&Value> {
+        self.rounds.saved.as_ref()
+    }
+
+    /// Saves a value for the next rounds of this call (MCP 2026-07-28; see
+    /// [`round_state`](McpContext::round_state)). The client can read it but not alter it:
+    /// keep secrets out. Does nothing useful in the handshake era.
+    pub fn set_round_state(&mut self, value: Value) {
+        self.rounds.to_save = Some(value);
+    }
+
+    /// Whether the client declared the capability `name` (`"sampling"`, `"elicitation"`,
+    /// `"roots"`, ...): in `initialize`, or in this request's `_meta` under 2026-07-28.
+    pub fn has_client_capability(&self, name: &str) -> bool {
+        self.scope.client_capabilities.get(name).is_some()
+    }
+
+    /// Whether this request came from an MCP 2026-07-28 client (per-request `_meta`, no
+    /// handshake, no server-to-client requests).
+    pub fn is_modern(&self) -> bool {
+        self.scope.modern
+    }
+
+    /// Announces that the list of tools changed: clients that asked to hear of it get
+    /// `notifications/tools/list_changed` when the handler returns (needs
+    /// [`McpServer::change_notifications`](crate::McpServer::change_notifications); handshake
+    /// era: sent to the client; 2026-07-28: sent on each `subscriptions/listen` stream that asked
+    /// for it).
+    pub fn tools_changed(&mut self) {
+        self.announce(Change::Tools);
+    }
+
+    /// Announces that the list of prompts changed; see [`McpContext::tools_changed`].
+    pub fn prompts_changed(&mut self) {
+        self.announce(Change::Prompts);
+    }
+
+    /// Announces that the list of resources changed; see [`McpContext::tools_changed`].
+    pub fn resources_changed(&mut self) {
+        self.announce(Change::Resources);
+    }
+
+    /// Announces that the resource `uri` changed: `notifications/resources/updated` goes to
+    /// clients subscribed to it (`resources/subscribe` in the handshake era, a
+    /// `subscriptions/listen` naming it under 2026-07-28).
+    pub fn resource_updated(&mut self, uri: &str) {
+        self.announce(Change::ResourceUpdated(uri.to_owned()));
+    }
+
+    fn announce(&mut self, change: Change) {
+        if !self.changes.contains(&change) {
+            self.changes.push(change);
+        }
     }
 
     /// Runs a command, cancellably, leaving no process behind; see [`Context::run_command`].
@@ -214,19 +401,22 @@ impl<'a> McpContext<'a> {
         self.cx.run_command(command, max_output, timeout)
     }
 
-    /// The negotiated protocol version.
+    /// The protocol version: negotiated by `initialize`, or named by this request's `_meta`
+    /// under 2026-07-28.
     pub fn protocol_version(&self) -> &str {
-        self.session.version.as_deref().unwrap_or_default()
+        &self.scope.version
     }
 
-    /// The capabilities the client declared in `initialize`.
+    /// The capabilities the client declared: in `initialize`, or in this request's `_meta`
+    /// under 2026-07-28.
     pub fn client_capabilities(&self) -> &Value {
-        &self.session.client_capabilities
+        &self.scope.client_capabilities
     }
 
-    /// The client's `clientInfo` from `initialize`.
+    /// The client's `clientInfo`: from `initialize`, or from this request's `_meta` under
+    /// 2026-07-28 (`Null` when it sent none).
     pub fn client_info(&self) -> &Value {
-        &self.session.client_info
+        &self.scope.client_info
     }
 
     /// The loop's counters.
@@ -238,4 +428,18 @@ impl<'a> McpContext<'a> {
     pub fn context(&mut self) -> &mut Context<'a> {
         &mut self.cx
     }
+}
+
+/// The client capability a server-to-client request needs, for the three that are inputs.
+fn capability_for(method: &str) -> Option<&'static str> {
+    match method {
+        "sampling/createMessage" => Some("sampling"),
+        "elicitation/create" => Some("elicitation"),
+        "roots/list" => Some("roots"),
+        _ => None,
+    }
+}
+
+fn non_null(params: Value) -> Option<Value> {
+    (!params.is_null()).then_some(params)
 }

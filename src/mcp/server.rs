@@ -1,20 +1,40 @@
-//! The MCP server: registration of tools, resources and prompts, and the [`Handler`] that
-//! answers the protocol (lifecycle, listing with pagination, calls, reads, logging).
+//! The MCP server: registration of tools, resources, prompts and completions, and the
+//! [`Handler`] that answers the protocol in both eras: the handshake era (2024-11-05 to
+//! 2025-11-25: lifecycle, listing with pagination, calls, reads, logging, subscriptions) and
+//! MCP 2026-07-28 (stateless requests with a per-request `_meta`, `server/discover`,
+//! `resultType` and caching hints, `input_required`, `subscriptions/listen`).
+//!
+//! # Which era serves a request
+//! - Once `initialize` succeeded, the process is a handshake session for good: every later
+//!   request is served under the negotiated version, as before this layer knew 2026-07-28.
+//!   Per-request `_meta` keys are then ignored like any other `_meta`, and the 2026-only
+//!   methods (`server/discover`, `subscriptions/listen`) are `-32601`. A stdio process has one
+//!   client, and a client that ran the handshake speaks the handshake era.
+//! - Before that, a request whose `_meta` holds `io.modelcontextprotocol/protocolVersion` is
+//!   a 2026-07-28 request, served statelessly from its own `_meta`; any number of them may
+//!   come first, and `initialize` is still accepted afterwards (how dual-era clients fall back).
+//! - Before that, a request with no such claim: `ping` is answered, `initialize` starts the
+//!   handshake, an unknown method is `-32601`, and any other method is `-32602` (it lacks
+//!   both the per-request `_meta` of 2026-07-28 and the handshake of the earlier revisions).
 
+use std::collections::BTreeSet;
 use std::fmt;
+use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
 use crate::error::{Error, Outcome};
 use crate::handler::{catch_panic, Context, Handler};
 use crate::mcp::arguments::Arguments;
-use crate::mcp::context::McpContext;
+use crate::mcp::context::{Change, McpContext, Scope};
+use crate::mcp::era::{self, Envelope};
+use crate::mcp::input::{self, Rounds};
 use crate::mcp::logging::LogLevel;
 use crate::mcp::prompt::{Prompt, PromptMessage};
-use crate::mcp::resource::{Resource, ResourceContents, ResourceTemplate};
+use crate::mcp::resource::{Resource, ResourceContents, ResourceTemplate, RESOURCE_NOT_FOUND};
 use crate::mcp::tool::{Tool, ToolError, ToolResult};
-use crate::mcp::{LATEST_PROTOCOL_VERSION, PROTOCOL_VERSIONS};
-use crate::message::{ErrorCode, ErrorObject, Notification, Request};
+use crate::mcp::{LATEST_PROTOCOL_VERSION, MODERN_PROTOCOL_VERSIONS, PROTOCOL_VERSIONS};
+use crate::message::{ErrorCode, ErrorObject, Message, Notification, Request, RequestId, Response};
 use crate::server::Server;
 
 type ToolFn<S> =
@@ -30,9 +50,13 @@ type ReadFn<S> = Box<
 type PromptFn<S> = Box<
     dyn FnMut(&mut S, &Arguments, &mut McpContext<'_>) -> Result<Vec<PromptMessage>, ErrorObject>,
 >;
+type CompleteFn<S> = Box<
+    dyn FnMut(&mut S, &Value, &str, &str, &mut McpContext<'_>) -> Result<Vec<String>, ErrorObject>,
+>;
 type IdleFn<S> = Box<dyn FnMut(&mut S, &mut McpContext<'_>)>;
 
-/// What the server knows about the session: set by `initialize` and `logging/setLevel`.
+/// What the server knows about a handshake-era session: set by `initialize` and
+/// `logging/setLevel`.
 #[derive(Debug)]
 pub(crate) struct Session {
     /// The negotiated protocol version; `Some` once `initialize` was answered.
@@ -43,10 +67,35 @@ pub(crate) struct Session {
     pub(crate) ready: bool,
     /// Log messages below this level are not sent.
     pub(crate) log_level: LogLevel,
+    /// URIs the client subscribed to with `resources/subscribe`.
+    pub(crate) subscribed: BTreeSet<String>,
 }
 
-/// The methods this layer answers; any other gets `-32601`.
-const KNOWN_METHODS: [&str; 11] = [
+impl Session {
+    fn scope(&self) -> Scope {
+        Scope {
+            modern: false,
+            version: self.version.clone().unwrap_or_default(),
+            client_capabilities: self.client_capabilities.clone(),
+            client_info: self.client_info.clone(),
+            log_level: self.version.is_some().then_some(self.log_level),
+        }
+    }
+}
+
+/// An open `subscriptions/listen` stream (2026-07-28): its request id and what it asked for,
+/// narrowed to what this server can send.
+#[derive(Debug, Clone)]
+struct Listener {
+    id: RequestId,
+    tools: bool,
+    prompts: bool,
+    resources: bool,
+    uris: Vec<String>,
+}
+
+/// The methods of the handshake era; any other gets `-32601` in a handshake session.
+const LEGACY_METHODS: [&str; 13] = [
     "initialize",
     "ping",
     "tools/list",
@@ -54,19 +103,47 @@ const KNOWN_METHODS: [&str; 11] = [
     "resources/list",
     "resources/read",
     "resources/templates/list",
+    "resources/subscribe",
+    "resources/unsubscribe",
     "prompts/list",
     "prompts/get",
     "logging/setLevel",
     "completion/complete",
 ];
 
+/// The methods of MCP 2026-07-28 this layer serves.
+const MODERN_METHODS: [&str; 10] = [
+    "server/discover",
+    "tools/list",
+    "tools/call",
+    "resources/list",
+    "resources/read",
+    "resources/templates/list",
+    "prompts/list",
+    "prompts/get",
+    "completion/complete",
+    "subscriptions/listen",
+];
+
+/// The most values a `completion/complete` result may hold (the spec's limit).
+const MAX_COMPLETIONS: usize = 100;
+
 /// An MCP server over a state `S` of yours: register tools, resources and prompts, then serve.
 ///
-/// It implements [`Handler`], so [`Server`] runs it: `initialize` (answering the client's
-/// protocol version when it is one of [`PROTOCOL_VERSIONS`], else the latest), `ping`, the
-/// list methods (paginated with opaque cursors), `tools/call`, `resources/read`,
-/// `prompts/get`, `logging/setLevel`, cancellation (`notifications/cancelled`) and batches
-/// (only under 2025-03-26). Capabilities list only what was registered (and `logging`).
+/// It implements [`Handler`], so [`Server`] runs it, and it serves clients of both eras:
+/// - handshake era: `initialize` (answering the client's protocol version when it is one of
+///   [`PROTOCOL_VERSIONS`], else the latest), `ping`, the list methods (paginated with opaque
+///   cursors), `tools/call`, `resources/read`, `prompts/get`, `completion/complete`,
+///   `logging/setLevel`, `resources/subscribe`, cancellation (`notifications/cancelled`) and
+///   batches (only under 2025-03-26);
+/// - MCP 2026-07-28 ([`MODERN_PROTOCOL_VERSIONS`]): the same features per request, with the
+///   client's version, capabilities and log level in each request's `_meta`, `server/discover`,
+///   `resultType` and caching hints on results, `input_required` results for tools, prompts and
+///   resources that need input from the client (see [`McpContext::input`]), and
+///   `subscriptions/listen`.
+///
+/// The module docs of `mcp::server` (and `docs/revisions.md`) say which era serves a request.
+/// Capabilities list only what was registered (and `logging`).
 ///
 /// Handlers are synchronous, run one at a time and get `&mut S`. A tool that fails or panics
 /// gives an `isError` result; the server goes on.
@@ -92,9 +169,14 @@ pub struct McpServer<S = ()> {
     resources: Vec<(Resource, ReadFn<S>)>,
     templates: Vec<(ResourceTemplate, ReadFn<S>)>,
     prompts: Vec<(Prompt, PromptFn<S>)>,
+    completion: Option<CompleteFn<S>>,
     on_idle: Option<IdleFn<S>>,
     page_size: usize,
+    change_notifications: bool,
+    cache_ttl_ms: u64,
+    cache_public: bool,
     session: Session,
+    listeners: Vec<Listener>,
 }
 
 impl<S: fmt::Debug> fmt::Debug for McpServer<S> {
@@ -109,7 +191,10 @@ impl<S: fmt::Debug> fmt::Debug for McpServer<S> {
             .field("resources", &self.resources.len())
             .field("templates", &self.templates.len())
             .field("prompts", &self.prompts.len())
+            .field("completion", &self.completion.is_some())
+            .field("change_notifications", &self.change_notifications)
             .field("session", &self.session)
+            .field("listeners", &self.listeners)
             .finish_non_exhaustive()
     }
 }
@@ -125,19 +210,26 @@ impl<S: 'static> McpServer<S> {
             resources: Vec::new(),
             templates: Vec::new(),
             prompts: Vec::new(),
+            completion: None,
             on_idle: None,
             page_size: 100,
+            change_notifications: false,
+            cache_ttl_ms: 0,
+            cache_public: false,
             session: Session {
                 version: None,
                 client_capabilities: json!({}),
                 client_info: Value::Null,
                 ready: false,
                 log_level: LogLevel::Info,
+                subscribed: BTreeSet::new(),
             },
+            listeners: Vec::new(),
         }
     }
 
-    /// Sets the `instructions` returned by `initialize` (a hint for the model).
+    /// Sets the `instructions` returned by `initialize` and `server/discover` (a hint for the
+    /// model).
     pub fn instructions(mut self, text: impl Into<String>) -> McpServer<S> {
         self.instructions = Some(text.into());
         self
@@ -158,6 +250,8 @@ impl<S: 'static> McpServer<S> {
     ///
     /// The function's `Err` becomes an `isError` result with the message (or, for
     /// [`ToolError::protocol`], a JSON-RPC error); a panic becomes an `isError` result too.
+    /// Under MCP 2026-07-28 an input still missing ([`McpContext::input`]) makes the result
+    /// `input_required`, and a capability the client lacks makes it `-32021`.
     pub fn tool(
         mut self,
         tool: Tool,
@@ -170,7 +264,8 @@ impl<S: 'static> McpServer<S> {
     }
 
     /// Registers a resource and its reader, which gets the URI. Its `Err` is the JSON-RPC
-    /// error of the read (see [`Resource::not_found`]).
+    /// error of the read (see [`Resource::not_found`], whose `-32002` becomes `-32602` under
+    /// MCP 2026-07-28).
     pub fn resource(
         mut self,
         resource: Resource,
@@ -220,13 +315,54 @@ impl<S: 'static> McpServer<S> {
         self
     }
 
-    /// Sets the idle hook: it runs once after each quiet period of the loop's idle timeout
-    /// ([`Server::idle_timeout`]), the place to evict caches.
-    pub fn on_idle(
+    /// Serves `completion/complete` (and declares the `completions` capability) with this
+    /// function. It gets the request's `ref` (`{"type":"ref/prompt","name":..}` or
+    /// `{"type":"ref/resource","uri":..}`), the argument's name and the partial value, and
+    /// returns the suggestions; the layer sends at most 100 (with `hasMore` when it cut) and
+    /// `total`.
+    ///
+    /// # Example
+    /// ```
+    /// use mcpipe::McpServer;
+    /// let server = McpServer::new("s", "1", ()).completion(|_, _reference, _name, value, _cx| {
+    ///     Ok(["apple", "apricot", "banana"]
+    ///         .iter()
+    ///         .filter(|v| v.starts_with(value))
+    ///         .map(|v| v.to_string())
+    ///         .collect())
+    /// });
+    /// # drop(server);
+    /// ```
+    pub fn completion(
         mut self,
-        hook: impl FnMut(&mut S, &mut McpContext<'_>) + 'static,
+        complete: impl FnMut(
+                &mut S,
+                &Value,
+                &str,
+                &str,
+                &mut McpContext<'_>,
+            ) -> Result<Vec<String>, ErrorObject>
+            + 'static,
     ) -> McpServer<S> {
-        self.on_idle = Some(Box::new(hook));
+        self.completion = Some(Box::new(complete));
+        self
+    }
+
+    /// Turns on change notifications: declares `listChanged` for tools, resources and prompts
+    /// and `resources.subscribe`, serves `resources/subscribe` and `resources/unsubscribe`
+    /// (handshake era) and `subscriptions/listen` (MCP 2026-07-28), and delivers what handlers
+    /// announce ([`McpContext::tools_changed`], [`McpContext::resource_updated`], ...).
+    pub fn change_notifications(mut self) -> McpServer<S> {
+        self.change_notifications = true;
+        self
+    }
+
+    /// The caching hints put on MCP 2026-07-28 list, read and discover results: how long a
+    /// client may reuse one (`ttlMs`, 0 by default: re-fetch each time) and whether shared
+    /// caches may keep it (`cacheScope` `"public"`; `"private"` by default).
+    pub fn cache_hints(mut self, ttl: Duration, public: bool) -> McpServer<S> {
+        self.cache_ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+        self.cache_public = public;
         self
     }
 
@@ -234,6 +370,16 @@ impl<S: 'static> McpServer<S> {
     /// default; at least 1).
     pub fn page_size(mut self, size: usize) -> McpServer<S> {
         self.page_size = size.max(1);
+        self
+    }
+
+    /// Sets the idle hook: it runs once after each quiet period of the loop's idle timeout
+    /// ([`Server::idle_timeout`]), the place to evict caches.
+    pub fn on_idle(
+        mut self,
+        hook: impl FnMut(&mut S, &mut McpContext<'_>) + 'static,
+    ) -> McpServer<S> {
+        self.on_idle = Some(Box::new(hook));
         self
     }
 
@@ -247,7 +393,8 @@ impl<S: 'static> McpServer<S> {
         &mut self.state
     }
 
-    /// The protocol version negotiated with the client, once `initialize` was answered.
+    /// The protocol version negotiated with a handshake-era client, once `initialize` was
+    /// answered (`None` while the process serves 2026-07-28 requests, which carry their own).
     pub fn protocol_version(&self) -> Option<&str> {
         self.session.version.as_deref()
     }
@@ -261,19 +408,27 @@ impl<S: 'static> McpServer<S> {
         Server::new().serve_stdio(self)
     }
 
+    fn has_resources(&self) -> bool {
+        !self.resources.is_empty() || !self.templates.is_empty()
+    }
+
     fn capabilities(&self) -> Value {
+        let changes = self.change_notifications;
         let mut caps = Map::new();
         if !self.tools.is_empty() {
-            caps.insert("tools".into(), json!({ "listChanged": false }));
+            caps.insert("tools".into(), json!({ "listChanged": changes }));
         }
-        if !self.resources.is_empty() || !self.templates.is_empty() {
+        if self.has_resources() {
             caps.insert(
                 "resources".into(),
-                json!({ "subscribe": false, "listChanged": false }),
+                json!({ "subscribe": changes, "listChanged": changes }),
             );
         }
         if !self.prompts.is_empty() {
-            caps.insert("prompts".into(), json!({ "listChanged": false }));
+            caps.insert("prompts".into(), json!({ "listChanged": changes }));
+        }
+        if self.completion.is_some() {
+            caps.insert("completions".into(), json!({}));
         }
         caps.insert("logging".into(), json!({}));
         Value::Object(caps)
@@ -312,9 +467,272 @@ impl<S: 'static> McpServer<S> {
         Ok(Value::Object(result))
     }
 
+    /// `server/discover` (2026-07-28).
+    fn discover(&self) -> Value {
+        let mut result = Map::new();
+        result.insert("supportedVersions".into(), json!(MODERN_PROTOCOL_VERSIONS));
+        result.insert("capabilities".into(), self.capabilities());
+        if let Some(text) = &self.instructions {
+            result.insert("instructions".into(), Value::String(text.clone()));
+        }
+        Value::Object(result)
+    }
+
+    /// A request of a handshake session (after `initialize`).
+    fn handle_legacy(
+        &mut self,
+        method: &str,
+        params: &Map<String, Value>,
+        cx: &mut Context<'_>,
+    ) -> Result<Value, ErrorObject> {
+        if !LEGACY_METHODS.contains(&method) {
+            return Err(ErrorObject::method_not_found(method));
+        }
+        let scope = self.session.scope();
+        let size = self.page_size;
+        let tools = !self.tools.is_empty();
+        let resources = self.has_resources();
+        let prompts = !self.prompts.is_empty();
+        let subscriptions = resources && self.change_notifications;
+        match method {
+            "ping" => Ok(json!({})),
+            "initialize" => self.initialize(params),
+            "tools/list" if tools => {
+                let items = self.tools.iter().map(|(t, _)| t.to_value()).collect();
+                page(items, params, "tools", size)
+            }
+            "tools/call" if tools => self.call_tool(params, &scope, cx),
+            "resources/list" if resources => {
+                let items = self.resources.iter().map(|(r, _)| r.to_value()).collect();
+                page(items, params, "resources", size)
+            }
+            "resources/templates/list" if resources => {
+                let items = self.templates.iter().map(|(t, _)| t.to_value()).collect();
+                page(items, params, "resourceTemplates", size)
+            }
+            "resources/read" if resources => self.read_resource(params, &scope, cx),
+            "resources/subscribe" if subscriptions => {
+                let uri = subscription_uri(params, method)?;
+                self.session.subscribed.insert(uri);
+                Ok(json!({}))
+            }
+            "resources/unsubscribe" if subscriptions => {
+                let uri = subscription_uri(params, method)?;
+                self.session.subscribed.remove(&uri);
+                Ok(json!({}))
+            }
+            "prompts/list" if prompts => {
+                let items = self.prompts.iter().map(|(p, _)| p.to_value()).collect();
+                page(items, params, "prompts", size)
+            }
+            "prompts/get" if prompts => self.get_prompt(params, &scope, cx),
+            "completion/complete" if self.completion.is_some() => self.complete(params, &scope, cx),
+            "logging/setLevel" => self.set_level(params),
+            // A method of a capability this server did not declare.
+            _ => Err(ErrorObject::method_not_found(method)),
+        }
+    }
+
+    /// A request that claims MCP 2026-07-28, its envelope already checked.
+    fn handle_modern(
+        &mut self,
+        request: &Request,
+        params: &Map<String, Value>,
+        envelope: Envelope,
+        cx: &mut Context<'_>,
+    ) -> Result<Value, ErrorObject> {
+        let method = request.method.as_str();
+        let scope = Scope {
+            modern: true,
+            version: envelope.version,
+            client_capabilities: envelope.client_capabilities,
+            client_info: envelope.client_info,
+            log_level: envelope.log_level,
+        };
+        let size = self.page_size;
+        let tools = !self.tools.is_empty();
+        let resources = self.has_resources();
+        let prompts = !self.prompts.is_empty();
+        // Lists, reads and discover carry caching hints.
+        let (result, cacheable) = match method {
+            "server/discover" => (Ok(self.discover()), true),
+            "tools/list" if tools => {
+                let items = self.tools.iter().map(|(t, _)| t.to_value()).collect();
+                (page(items, params, "tools", size), true)
+            }
+            "tools/call" if tools => (self.call_tool(params, &scope, cx), false),
+            "resources/list" if resources => {
+                let items = self.resources.iter().map(|(r, _)| r.to_value()).collect();
+                (page(items, params, "resources", size), true)
+            }
+            "resources/templates/list" if resources => {
+                let items = self.templates.iter().map(|(t, _)| t.to_value()).collect();
+                (page(items, params, "resourceTemplates", size), true)
+            }
+            "resources/read" if resources => {
+                let result = self.read_resource(params, &scope, cx).map_err(|e| {
+                    // 2026-07-28: a missing resource is invalid params, never -32002.
+                    if e.code == RESOURCE_NOT_FOUND {
+                        ErrorObject {
+                            code: ErrorCode::INVALID_PARAMS,
+                            ..e
+                        }
+                    } else {
+                        e
+                    }
+                });
+                (result, true)
+            }
+            "prompts/list" if prompts => {
+                let items = self.prompts.iter().map(|(p, _)| p.to_value()).collect();
+                (page(items, params, "prompts", size), true)
+            }
+            "prompts/get" if prompts => (self.get_prompt(params, &scope, cx), false),
+            "completion/complete" if self.completion.is_some() => {
+                (self.complete(params, &scope, cx), false)
+            }
+            "subscriptions/listen" if self.change_notifications => {
+                return self.listen(&request.id, params, cx);
+            }
+            // `initialize`, `ping`, `logging/setLevel`, `resources/subscribe` and
+            // `resources/unsubscribe` are gone in 2026-07-28, as are the methods of capabilities
+            // this server did not declare.
+            _ => (Err(ErrorObject::method_not_found(method)), false),
+        };
+        let mut result = result?;
+        if let Value::Object(map) = &mut result {
+            let complete = !map.contains_key("resultType");
+            if complete {
+                map.insert("resultType".into(), json!("complete"));
+            }
+            if cacheable && complete {
+                map.insert("ttlMs".into(), json!(self.cache_ttl_ms));
+                let scope = if self.cache_public {
+                    "public"
+                } else {
+                    "private"
+                };
+                map.insert("cacheScope".into(), json!(scope));
+            }
+            let meta = map.entry("_meta").or_insert_with(|| json!({}));
+            if let Value::Object(meta) = meta {
+                meta.insert(era::SERVER_INFO_KEY.into(), self.info.clone());
+            }
+        }
+        Ok(result)
+    }
+
+    /// `subscriptions/listen` (2026-07-28): acknowledges at once and keeps the stream open; its
+    /// response is sent only when the server shuts down (a cancelled stream gets none).
+    fn listen(
+        &mut self,
+        id: &RequestId,
+        params: &Map<String, Value>,
+        cx: &mut Context<'_>,
+    ) -> Result<Value, ErrorObject> {
+        let Some(wanted) = params.get("notifications").and_then(Value::as_object) else {
+            return Err(ErrorObject::invalid_params(
+                "invalid params: subscriptions/listen needs a \"notifications\" object",
+            ));
+        };
+        let flag = |key: &str| wanted.get(key).and_then(Value::as_bool) == Some(true);
+        let resources = self.has_resources();
+        let uris: Vec<String> = if resources {
+            wanted
+                .get("resourceSubscriptions")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|u| u.as_str().map(str::to_owned))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let listener = Listener {
+            id: id.clone(),
+            tools: flag("toolsListChanged") && !self.tools.is_empty(),
+            prompts: flag("promptsListChanged") && !self.prompts.is_empty(),
+            resources: flag("resourcesListChanged") && resources,
+            uris,
+        };
+        let mut honored = Map::new();
+        for (key, on) in [
+            ("toolsListChanged", listener.tools),
+            ("promptsListChanged", listener.prompts),
+            ("resourcesListChanged", listener.resources),
+        ] {
+            if on {
+                honored.insert(key.into(), json!(true));
+            }
+        }
+        if wanted.contains_key("resourceSubscriptions") && resources {
+            honored.insert("resourceSubscriptions".into(), json!(listener.uris));
+        }
+        self.listeners.retain(|l| l.id != listener.id);
+        self.listeners.push(listener);
+        cx.withhold_response();
+        let ack = json!({
+            "notifications": honored,
+            "_meta": { era::SUBSCRIPTION_ID_KEY: id.to_value() },
+        });
+        // A client gone now is noticed by the loop; nothing to answer either way.
+        let _ = cx.notify("notifications/subscriptions/acknowledged", Some(ack));
+        Ok(Value::Null)
+    }
+
+    /// Sends the notifications for what a handler announced.
+    fn deliver(&mut self, changes: Vec<Change>, cx: &mut Context<'_>) {
+        if !self.change_notifications {
+            return;
+        }
+        let legacy = self.session.version.is_some();
+        for change in changes {
+            let (method, uri) = match &change {
+                Change::Tools => ("notifications/tools/list_changed", None),
+                Change::Prompts => ("notifications/prompts/list_changed", None),
+                Change::Resources => ("notifications/resources/list_changed", None),
+                Change::ResourceUpdated(uri) => {
+                    ("notifications/resources/updated", Some(uri.as_str()))
+                }
+            };
+            if legacy {
+                match uri {
+                    None => {
+                        let _ = cx.notify(method, None);
+                    }
+                    Some(uri) if self.session.subscribed.contains(uri) => {
+                        let _ = cx.notify(method, Some(json!({ "uri": uri })));
+                    }
+                    Some(_) => {}
+                }
+            }
+            for listener in &self.listeners {
+                let wants = match &change {
+                    Change::Tools => listener.tools,
+                    Change::Prompts => listener.prompts,
+                    Change::Resources => listener.resources,
+                    Change::ResourceUpdated(uri) => listener.uris.iter().any(|u| u == uri),
+                };
+                if !wants {
+                    continue;
+                }
+                let mut params = Map::new();
+                if let Some(uri) = uri {
+                    params.insert("uri".into(), json!(uri));
+                }
+                params.insert(
+                    "_meta".into(),
+                    json!({ era::SUBSCRIPTION_ID_KEY: listener.id.to_value() }),
+                );
+                let _ = cx.notify(method, Some(Value::Object(params)));
+            }
+        }
+    }
+
     fn call_tool(
         &mut self,
         params: &Map<String, Value>,
+        scope: &Scope,
         cx: &mut Context<'_>,
     ) -> Result<Value, ErrorObject> {
         let Some(name) = params.get("name").and_then(Value::as_str) else {
@@ -323,8 +741,8 @@ impl<S: 'static> McpServer<S> {
             ));
         };
         let arguments = match params.get("arguments") {
-            None | Some(Value::Null) => Arguments::default(),
-            Some(Value::Object(map)) => Arguments::from_map(map.clone()),
+            None | Some(Value::Null) => Map::new(),
+            Some(Value::Object(map)) => map.clone(),
             Some(_) => {
                 return Err(ErrorObject::invalid_params(
                     "invalid params: tools/call \"arguments\" must be an object",
@@ -335,10 +753,21 @@ impl<S: 'static> McpServer<S> {
             return Err(ErrorObject::invalid_params(format!("unknown tool: {name}"))
                 .with_data(json!({ "name": name })));
         };
+        let binding = input::binding("tools/call", name, &Value::Object(arguments.clone()));
+        let rounds = rounds_for(scope, params, &binding)?;
+        let arguments = Arguments::from_map(arguments);
         let token = progress_token(params);
         let state = &mut self.state;
-        let mut mcx = McpContext::new(child_context(cx), &self.session, token);
-        match catch_panic(|| run(state, &arguments, &mut mcx)) {
+        let mut mcx = McpContext::new(child_context(cx), scope, token, rounds);
+        let outcome = catch_panic(|| run(state, &arguments, &mut mcx));
+        let (rounds, changes) = mcx.into_parts();
+        self.deliver(changes, cx);
+        if let Ok(returned) = &outcome {
+            if let Some(answer) = round_outcome(scope, &rounds, &binding, returned.is_err()) {
+                return answer;
+            }
+        }
+        match outcome {
             Ok(Ok(result)) => Ok(result.into_value()),
             Ok(Err(error)) => error.into_response(),
             Err(panic) => {
@@ -354,6 +783,7 @@ impl<S: 'static> McpServer<S> {
     fn read_resource(
         &mut self,
         params: &Map<String, Value>,
+        scope: &Scope,
         cx: &mut Context<'_>,
     ) -> Result<Value, ErrorObject> {
         let Some(uri) = params.get("uri").and_then(Value::as_str) else {
@@ -377,8 +807,20 @@ impl<S: 'static> McpServer<S> {
             vars = Arguments::from_map(matched);
             read
         };
-        let mut mcx = McpContext::new(child_context(cx), &self.session, progress_token(params));
-        let contents = read(&mut self.state, uri, &vars, &mut mcx)?;
+        let binding = input::binding("resources/read", uri, &Value::Null);
+        let rounds = rounds_for(scope, params, &binding)?;
+        let mut mcx = McpContext::new(child_context(cx), scope, progress_token(params), rounds);
+        let outcome = read(&mut self.state, uri, &vars, &mut mcx);
+        let (rounds, changes) = mcx.into_parts();
+        self.deliver(changes, cx);
+        if let Some(answer) = round_outcome(scope, &rounds, &binding, outcome.is_err()) {
+            return answer;
+        }
+        let contents = outcome?;
+        if contents.is_empty() && scope.modern {
+            // 2026-07-28: never an empty `contents` for a resource that is not there.
+            return Err(Resource::not_found(uri));
+        }
         Ok(
             json!({ "contents": contents.iter().map(ResourceContents::to_value).collect::<Vec<_>>() }),
         )
@@ -387,6 +829,7 @@ impl<S: 'static> McpServer<S> {
     fn get_prompt(
         &mut self,
         params: &Map<String, Value>,
+        scope: &Scope,
         cx: &mut Context<'_>,
     ) -> Result<Value, ErrorObject> {
         let Some(name) = params.get("name").and_then(Value::as_str) else {
@@ -401,8 +844,8 @@ impl<S: 'static> McpServer<S> {
             );
         };
         let arguments = match params.get("arguments") {
-            None | Some(Value::Null) => Arguments::default(),
-            Some(Value::Object(map)) => Arguments::from_map(map.clone()),
+            None | Some(Value::Null) => Map::new(),
+            Some(Value::Object(map)) => map.clone(),
             Some(_) => {
                 return Err(ErrorObject::invalid_params(
                     "invalid params: prompts/get \"arguments\" must be an object",
@@ -411,15 +854,24 @@ impl<S: 'static> McpServer<S> {
         };
         if let Some(missing) = prompt
             .required_arguments()
-            .find(|a| arguments.get(a).is_none())
+            .find(|a| arguments.get(*a).is_none_or(Value::is_null))
         {
             return Err(ErrorObject::invalid_params(format!(
                 "invalid params: prompt {name} needs the argument \"{missing}\""
             )));
         }
         let description = prompt.description_value().cloned();
-        let mut mcx = McpContext::new(child_context(cx), &self.session, progress_token(params));
-        let messages = get(&mut self.state, &arguments, &mut mcx)?;
+        let binding = input::binding("prompts/get", name, &Value::Object(arguments.clone()));
+        let rounds = rounds_for(scope, params, &binding)?;
+        let arguments = Arguments::from_map(arguments);
+        let mut mcx = McpContext::new(child_context(cx), scope, progress_token(params), rounds);
+        let outcome = get(&mut self.state, &arguments, &mut mcx);
+        let (rounds, changes) = mcx.into_parts();
+        self.deliver(changes, cx);
+        if let Some(answer) = round_outcome(scope, &rounds, &binding, outcome.is_err()) {
+            return answer;
+        }
+        let messages = outcome?;
         let mut result = Map::new();
         if let Some(description) = description {
             result.insert("description".into(), description);
@@ -429,6 +881,50 @@ impl<S: 'static> McpServer<S> {
             Value::Array(messages.iter().map(PromptMessage::to_value).collect()),
         );
         Ok(Value::Object(result))
+    }
+
+    fn complete(
+        &mut self,
+        params: &Map<String, Value>,
+        scope: &Scope,
+        cx: &mut Context<'_>,
+    ) -> Result<Value, ErrorObject> {
+        let reference = match params.get("ref") {
+            Some(r @ Value::Object(_)) => r.clone(),
+            _ => {
+                return Err(ErrorObject::invalid_params(
+                    "invalid params: completion/complete needs a \"ref\" object",
+                ))
+            }
+        };
+        let argument = params.get("argument").and_then(Value::as_object);
+        let (Some(name), Some(value)) = (
+            argument.and_then(|a| a.get("name")).and_then(Value::as_str),
+            argument
+                .and_then(|a| a.get("value"))
+                .and_then(Value::as_str),
+        ) else {
+            return Err(ErrorObject::invalid_params(
+                "invalid params: completion/complete needs \"argument\" with string \"name\" \
+                 and \"value\"",
+            ));
+        };
+        let Some(complete) = self.completion.as_mut() else {
+            return Err(ErrorObject::method_not_found("completion/complete"));
+        };
+        let mut mcx = McpContext::new(
+            child_context(cx),
+            scope,
+            progress_token(params),
+            Rounds::default(),
+        );
+        let mut values = complete(&mut self.state, &reference, name, value, &mut mcx)?;
+        let (_, changes) = mcx.into_parts();
+        self.deliver(changes, cx);
+        let total = values.len();
+        let has_more = total > MAX_COMPLETIONS;
+        values.truncate(MAX_COMPLETIONS);
+        Ok(json!({ "completion": { "values": values, "total": total, "hasMore": has_more } }))
     }
 
     fn set_level(&mut self, params: &Map<String, Value>) -> Result<Value, ErrorObject> {
@@ -445,6 +941,55 @@ impl<S: 'static> McpServer<S> {
             ))),
         }
     }
+}
+
+/// The inputs of this round: parsed from the request under 2026-07-28, none in the handshake
+/// era (where a call has one round and inputs are asked for live).
+fn rounds_for(
+    scope: &Scope,
+    params: &Map<String, Value>,
+    binding: &str,
+) -> Result<Rounds, ErrorObject> {
+    if scope.modern {
+        Rounds::from_params(params, binding)
+    } else {
+        Ok(Rounds::default())
+    }
+}
+
+/// Under 2026-07-28, what overrides the handler's own answer: `input_required` while an input
+/// is missing, `-32021` when it failed for want of a client capability.
+fn round_outcome(
+    scope: &Scope,
+    rounds: &Rounds,
+    binding: &str,
+    failed: bool,
+) -> Option<Result<Value, ErrorObject>> {
+    if !scope.modern {
+        return None;
+    }
+    if !rounds.pending.is_empty() {
+        return Some(Ok(rounds.input_required(binding)));
+    }
+    match (&rounds.missing_capability, failed) {
+        (Some(required), true) => Some(Err(ErrorObject::new(
+            era::MISSING_CLIENT_CAPABILITY,
+            "missing required client capability: the request needs a capability the client \
+             did not declare in io.modelcontextprotocol/clientCapabilities",
+        )
+        .with_data(json!({ "requiredCapabilities": required })))),
+        _ => None,
+    }
+}
+
+fn subscription_uri(params: &Map<String, Value>, method: &str) -> Result<String, ErrorObject> {
+    params
+        .get("uri")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .ok_or_else(|| {
+            ErrorObject::invalid_params(format!("invalid params: {method} needs a string \"uri\""))
+        })
 }
 
 /// A fresh context for the same request, so an [`McpContext`] can own one.
@@ -507,66 +1052,71 @@ impl<S: 'static> Handler for McpServer<S> {
                 ))
             }
         };
-        if method == "ping" {
-            return Ok(json!({}));
+        if self.session.version.is_some() {
+            return self.handle_legacy(method, params, cx);
         }
-        if !KNOWN_METHODS.contains(&method) {
-            return Err(ErrorObject::method_not_found(method));
+        if era::claims_modern(params) || era::has_envelope_keys(params) {
+            let envelope = era::parse(params)?;
+            return self.handle_modern(&request, params, envelope, cx);
         }
-        if method == "initialize" {
-            return self.initialize(params);
-        }
-        if self.session.version.is_none() {
-            return Err(ErrorObject::new(
-                ErrorCode::INVALID_REQUEST,
-                format!(
-                    "invalid request: {method} before initialize; send initialize first \
-                     (only ping is answered before it)"
-                ),
-            ));
-        }
-        let size = self.page_size;
-        let tools = !self.tools.is_empty();
-        let resources = !self.resources.is_empty() || !self.templates.is_empty();
-        let prompts = !self.prompts.is_empty();
         match method {
-            "tools/list" if tools => {
-                let items = self.tools.iter().map(|(t, _)| t.to_value()).collect();
-                page(items, params, "tools", size)
+            "ping" => Ok(json!({})),
+            "initialize" => self.initialize(params),
+            _ if !LEGACY_METHODS.contains(&method) && !MODERN_METHODS.contains(&method) => {
+                Err(ErrorObject::method_not_found(method))
             }
-            "tools/call" if tools => self.call_tool(params, cx),
-            "resources/list" if resources => {
-                let items = self.resources.iter().map(|(r, _)| r.to_value()).collect();
-                page(items, params, "resources", size)
-            }
-            "resources/templates/list" if resources => {
-                let items = self.templates.iter().map(|(t, _)| t.to_value()).collect();
-                page(items, params, "resourceTemplates", size)
-            }
-            "resources/read" if resources => self.read_resource(params, cx),
-            "prompts/list" if prompts => {
-                let items = self.prompts.iter().map(|(p, _)| p.to_value()).collect();
-                page(items, params, "prompts", size)
-            }
-            "prompts/get" if prompts => self.get_prompt(params, cx),
-            "logging/setLevel" => self.set_level(params),
-            // A method of a capability this server did not declare.
-            _ => Err(ErrorObject::method_not_found(method)),
+            _ => Err(ErrorObject::invalid_params(format!(
+                "invalid params: {method} needs the per-request _meta \
+                 \"io.modelcontextprotocol/protocolVersion\" and \
+                 \"io.modelcontextprotocol/clientCapabilities\" (MCP 2026-07-28), or, for earlier \
+                 revisions, initialize first (only ping is answered before it)"
+            ))
+            .with_data(json!({ "supported": MODERN_PROTOCOL_VERSIONS }))),
         }
     }
 
     fn handle_notification(&mut self, notification: Notification, _cx: &mut Context<'_>) {
-        // `notifications/cancelled` that reach here name unknown or finished requests: ignored,
-        // as MCP asks. Unknown notifications are ignored too.
-        if notification.method == "notifications/initialized" {
-            self.session.ready = true;
+        match notification.method.as_str() {
+            "notifications/initialized" => self.session.ready = true,
+            // Cancellations that reach here name no running or queued request: an open
+            // `subscriptions/listen` stream (closed without a response, as cancellation asks),
+            // or an unknown or finished request (ignored, as MCP asks).
+            "notifications/cancelled" => {
+                let id = notification
+                    .params
+                    .as_ref()
+                    .and_then(|p| p.get("requestId"))
+                    .and_then(RequestId::from_value);
+                if let Some(id) = id {
+                    self.listeners.retain(|l| l.id != id);
+                }
+            }
+            // Unknown notifications are ignored.
+            _ => {}
         }
     }
 
     fn on_idle(&mut self, cx: &mut Context<'_>) {
         if let Some(hook) = &mut self.on_idle {
-            let mut mcx = McpContext::new(child_context(cx), &self.session, None);
+            let scope = self.session.scope();
+            let mut mcx = McpContext::new(child_context(cx), &scope, None, Rounds::default());
             hook(&mut self.state, &mut mcx);
+            let (_, changes) = mcx.into_parts();
+            self.deliver(changes, cx);
+        }
+    }
+
+    fn on_shutdown(&mut self, _outcome: &Outcome, cx: &mut Context<'_>) {
+        // Open `subscriptions/listen` streams end gracefully: their response is sent now.
+        for listener in std::mem::take(&mut self.listeners) {
+            let result = json!({
+                "resultType": "complete",
+                "_meta": {
+                    era::SERVER_INFO_KEY: self.info.clone(),
+                    era::SUBSCRIPTION_ID_KEY: listener.id.to_value(),
+                },
+            });
+            let _ = cx.send(&Message::Response(Response::ok(listener.id, result)));
         }
     }
 

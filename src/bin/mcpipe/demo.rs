@@ -3,6 +3,7 @@
 //! Tools: `echo`, `fail`, `panic`, `sleep` (progress, cancellable), `stats`, and with
 //! `--allow-run` also `run`. Resource `mcpipe://demo/readme`, template
 //! `mcpipe://demo/echo/{text}`, prompt `greet`. Logs go to stderr; stdout carries only protocol.
+//! With `--conformance` it serves the conformance suite's fixtures instead (`conformance.rs`).
 
 use std::collections::VecDeque;
 use std::process::{Command, ExitCode};
@@ -14,6 +15,8 @@ use mcpipe::{
 };
 use serde_json::json;
 
+use crate::conformance;
+
 const USAGE: &str = "usage: mcpipe demo [options]
 
 Serves the demo MCP server on stdin/stdout (logs on stderr).
@@ -23,6 +26,9 @@ options:
                           (default 60000; 0 turns it off)
   --max-message-bytes N   longest accepted message in bytes (default 64 MiB)
   --allow-run             add the `run` tool, which runs any command it is given
+  --conformance           serve the fixtures of the official MCP conformance suite instead
+                          (tools test_*, resources test://..., prompts test_*; both the
+                          2025-11-25 handshake era and 2026-07-28)
   -h, --help              show this help";
 
 const README: &str = "# mcpipe demo server
@@ -53,6 +59,7 @@ struct Options {
     idle_timeout: Option<Duration>,
     max_message_bytes: Option<usize>,
     allow_run: bool,
+    conformance: bool,
 }
 
 fn parse(args: Vec<String>) -> Result<Option<Options>, String> {
@@ -60,6 +67,7 @@ fn parse(args: Vec<String>) -> Result<Option<Options>, String> {
         idle_timeout: Some(Duration::from_secs(60)),
         max_message_bytes: None,
         allow_run: false,
+        conformance: false,
     };
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
@@ -87,6 +95,7 @@ fn parse(args: Vec<String>) -> Result<Option<Options>, String> {
                 options.max_message_bytes = Some(usize::try_from(n).unwrap_or(usize::MAX));
             }
             "--allow-run" if inline.is_none() => options.allow_run = true,
+            "--conformance" if inline.is_none() => options.conformance = true,
             _ => return Err(format!("unknown option {arg:?}")),
         }
     }
@@ -106,12 +115,16 @@ pub(crate) fn run(args: Vec<String>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let mut server = demo_server(options.allow_run);
     let mut loop_config = Server::new().idle_timeout(options.idle_timeout);
     if let Some(bytes) = options.max_message_bytes {
         loop_config = loop_config.max_message_bytes(bytes);
     }
-    match loop_config.serve_stdio(&mut server) {
+    let served = if options.conformance {
+        loop_config.serve_stdio(&mut conformance::server())
+    } else {
+        loop_config.serve_stdio(&mut demo_server(options.allow_run))
+    };
+    match served {
         Ok(outcome) => {
             eprintln!("mcpipe demo: {outcome}");
             ExitCode::SUCCESS

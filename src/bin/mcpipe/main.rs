@@ -5,6 +5,7 @@
 
 use std::process::ExitCode;
 
+mod conformance;
 mod demo;
 mod probe;
 
