@@ -7,6 +7,8 @@
 
 use std::io;
 
+pub use crate::sys::CountingAllocator;
+
 use crate::line_buffer::{Line, LineBuffer};
 use crate::message::Message;
 use crate::write_queue::WriteQueue;

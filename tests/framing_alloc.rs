@@ -3,75 +3,25 @@
 //!
 //! Only allocations made on a thread that switched counting on are counted, so tests running in
 //! parallel do not disturb each other.
-// A counting allocator must implement `GlobalAlloc`, an unsafe trait; it only forwards to the
-// system allocator. This is the only unsafe code outside `src/sys.rs`, and it is test-only.
-#![allow(unsafe_code)]
-
 mod util;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::AsFd;
 use std::thread;
 use std::time::Duration;
 
-use mcpipe::bench_support::{LineSplitter, OutputQueue};
+use mcpipe::bench_support::{CountingAllocator, LineSplitter, OutputQueue};
 use mcpipe::{Context, ErrorObject, Handler, Message, Request, Response, Server};
 use serde_json::{json, Value};
 
-struct Counting;
-
-thread_local! {
-    // `const` with `Cell`s: no lazy initialisation and no destructor, so the allocator can use
-    // them without allocating or recursing. Per thread, so parallel tests do not mix counts.
-    static COUNT_HERE: Cell<bool> = const { Cell::new(false) };
-    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
-}
-
-fn note() {
-    if COUNT_HERE.with(Cell::get) {
-        ALLOCATIONS.with(|a| a.set(a.get() + 1));
-    }
-}
-
-// SAFETY: every method forwards to `System` with the caller's arguments unchanged, so it keeps
-// `System`'s guarantees; counting touches only const thread-locals.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        note();
-        // SAFETY: forwarded unchanged; the caller upholds `alloc`'s contract.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        note();
-        // SAFETY: forwarded unchanged; the caller upholds `alloc_zeroed`'s contract.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        note();
-        // SAFETY: forwarded unchanged; the caller upholds `realloc`'s contract.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded unchanged; the caller upholds `dealloc`'s contract.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
+/// Counts allocations per thread; the allocator (and its one `unsafe impl`) lives in the
+/// crate's `sys` module.
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: CountingAllocator = CountingAllocator;
 
 /// Allocations (and reallocations) `f` makes on this thread.
 fn allocations_in(f: impl FnOnce()) -> u64 {
-    let before = ALLOCATIONS.with(Cell::get);
-    COUNT_HERE.with(|c| c.set(true));
-    f();
-    COUNT_HERE.with(|c| c.set(false));
-    ALLOCATIONS.with(Cell::get) - before
+    CountingAllocator::count(f)
 }
 
 /// `count` echo requests of about 170 bytes, one per line.
