@@ -130,7 +130,7 @@ struct ReadmeDoctests;
 
 pub use child::ChildOutput;
 pub use client::{
-    Client, ClientBuilder, ClientStats, Progress, RequestOptions, RetryPolicy, Shutdown,
+    Client, ClientBuilder, ClientStats, Era, Progress, RequestOptions, RetryPolicy, Shutdown,
     ShutdownStage,
 };
 pub use error::{Error, Outcome};
