@@ -110,11 +110,31 @@ pub enum Error {
     },
     /// The client was closed, or its server could not be restarted: no more requests.
     Closed,
+    /// A request under MCP 2026-07-28 ended with an `input_required` result that the client
+    /// did not fulfil: it asks for an input the client has no callback for, a callback refused,
+    /// the result was malformed, or the request took more rounds than allowed. `result` is
+    /// that result as received (`inputRequests`, `requestState`): the caller can fulfil it
+    /// and go on with [`Client::continue_request`](crate::Client::continue_request).
+    InputUnanswered {
+        /// The method of the request.
+        method: String,
+        /// Why the client did not go on, as a phrase.
+        reason: String,
+        /// The last `input_required` result.
+        result: serde_json::Value,
+    },
 }
 
 impl Error {
     pub(crate) fn io(doing: &'static str, source: io::Error) -> Error {
         Error::Io { doing, source }
+    }
+
+    /// Whether this is a server saying that a resource does not exist: an [`Error::Rpc`]
+    /// with `-32002` (the handshake era's code) or `-32602` (MCP 2026-07-28's, which is also
+    /// its code for other invalid params, a malformed URI among them).
+    pub fn is_resource_not_found(&self) -> bool {
+        matches!(self, Error::Rpc(e) if e.code.0 == -32002 || e.code.0 == -32602)
     }
 
     /// Whether trying again may help: a timeout, an I/O failure, a server that exited or went
@@ -190,6 +210,12 @@ impl fmt::Display for Error {
                 write!(f, "gave up after {attempts} attempts: {last}")
             }
             Error::Closed => write!(f, "the client is closed"),
+            Error::InputUnanswered { method, reason, .. } => {
+                write!(
+                    f,
+                    "{method} needs input that the client did not give: {reason}"
+                )
+            }
         }
     }
 }

@@ -94,6 +94,13 @@
 //! # Ok::<(), mcpipe::Error>(())
 //! ```
 //!
+//! # MCP clients
+//! [`Client`] spawns an MCP server, supervises it (deadlines on every wait, a dead server fails
+//! what waits, a bounded close), and speaks both eras ([`Era`]): it probes with
+//! `server/discover` (MCP 2026-07-28) and falls back to the `initialize` handshake. The era,
+//! the protocol version and the server's discover or initialize result are cached for the life
+//! of the server process; see [`Client`] for what a restart keeps. See `docs/client.md`.
+//!
 //! # Cancellation inside one thread
 //! A handler runs on the loop's thread, so it lets the loop look at the input through its
 //! [`Context`]: [`Context::is_cancelled`] and [`Context::checkpoint`] peek without blocking
@@ -135,7 +142,7 @@ struct ReadmeDoctests;
 
 pub use child::ChildOutput;
 pub use client::{
-    Client, ClientBuilder, ClientStats, Progress, RequestOptions, RetryPolicy, Shutdown,
+    Client, ClientBuilder, ClientStats, Era, Progress, RequestOptions, RetryPolicy, Shutdown,
     ShutdownStage,
 };
 pub use error::{Error, Outcome};

@@ -7,11 +7,12 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use super::era::{Era, LATEST_MODERN_VERSION};
 use super::process::Spawn;
 use super::retry::RetryPolicy;
 use super::Client;
 use crate::error::Error;
-use crate::message::Notification;
+use crate::message::{ErrorObject, Notification};
 
 /// The protocol version the client asks for.
 pub(crate) const LATEST_PROTOCOL_VERSION: &str = "2025-11-25";
@@ -22,6 +23,7 @@ pub(crate) const SUPPORTED_PROTOCOL_VERSIONS: [&str; 4] =
 
 pub(crate) type StderrCallback = Box<dyn FnMut(&[u8]) + Send>;
 pub(crate) type NotificationCallback = Box<dyn FnMut(Notification) + Send>;
+pub(crate) type InputCallback = Box<dyn FnMut(&Value) -> Result<Value, ErrorObject> + Send>;
 
 /// Settings that outlive one server process (a restart reuses them).
 #[derive(Debug, Clone)]
@@ -29,6 +31,12 @@ pub(crate) struct Settings {
     pub(crate) client_name: String,
     pub(crate) client_version: String,
     pub(crate) protocol_version: String,
+    /// The modern version the discover probe asks for first.
+    pub(crate) modern_version: String,
+    /// `None`: decide by probing; `Some`: use this era without probing.
+    pub(crate) era: Option<Era>,
+    pub(crate) discover_timeout: Duration,
+    pub(crate) max_input_rounds: u32,
     pub(crate) roots: Option<Vec<Value>>,
     pub(crate) initialize: bool,
     pub(crate) init_timeout: Duration,
@@ -53,6 +61,8 @@ pub struct ClientBuilder {
     pub(crate) settings: Settings,
     pub(crate) on_stderr: Option<StderrCallback>,
     pub(crate) on_notification: Option<NotificationCallback>,
+    pub(crate) on_elicitation: Option<InputCallback>,
+    pub(crate) on_sampling: Option<InputCallback>,
 }
 
 impl fmt::Debug for ClientBuilder {
@@ -62,6 +72,8 @@ impl fmt::Debug for ClientBuilder {
             .field("settings", &self.settings)
             .field("on_stderr", &self.on_stderr.is_some())
             .field("on_notification", &self.on_notification.is_some())
+            .field("on_elicitation", &self.on_elicitation.is_some())
+            .field("on_sampling", &self.on_sampling.is_some())
             .finish()
     }
 }
@@ -80,6 +92,10 @@ impl ClientBuilder {
                 client_name: String::from("mcpipe"),
                 client_version: String::from(env!("CARGO_PKG_VERSION")),
                 protocol_version: String::from(LATEST_PROTOCOL_VERSION),
+                modern_version: String::from(LATEST_MODERN_VERSION),
+                era: None,
+                discover_timeout: Duration::from_secs(2),
+                max_input_rounds: 10,
                 roots: None,
                 initialize: true,
                 init_timeout: Duration::from_secs(10),
@@ -95,6 +111,8 @@ impl ClientBuilder {
             },
             on_stderr: None,
             on_notification: None,
+            on_elicitation: None,
+            on_sampling: None,
         }
     }
 
@@ -143,7 +161,8 @@ impl ClientBuilder {
         self
     }
 
-    /// The `clientInfo` sent in `initialize` (default: `mcpipe` and this crate's version).
+    /// The `clientInfo` sent in `initialize`, and in every request's `_meta` under MCP
+    /// 2026-07-28 (default: `mcpipe` and this crate's version).
     pub fn client_info(
         mut self,
         name: impl Into<String>,
@@ -154,15 +173,83 @@ impl ClientBuilder {
         self
     }
 
-    /// The protocol version to ask for (default `2025-11-25`). The server may answer with
-    /// another; the handshake fails unless the client supports it too.
+    /// The handshake-era protocol version `initialize` asks for (default `2025-11-25`). The
+    /// server may answer with another; the handshake fails unless the client supports it too.
     pub fn protocol_version(mut self, version: impl Into<String>) -> ClientBuilder {
         self.settings.protocol_version = version.into();
         self
     }
 
+    /// The modern protocol version the `server/discover` probe asks for first (default
+    /// `2026-07-28`, the only modern version the client knows). A server that does not speak
+    /// it answers `-32022` with the versions it does, and the client asks again with one it
+    /// knows. Another value is for a server known to speak the 2026-07-28 wire format under
+    /// that name (a draft), and for tests of the `-32022` path.
+    pub fn modern_protocol_version(mut self, version: impl Into<String>) -> ClientBuilder {
+        self.settings.modern_version = version.into();
+        self
+    }
+
+    /// Uses this era without probing, instead of deciding by `server/discover` (the
+    /// default). [`Era::Legacy`] performs the `initialize` handshake exactly as a
+    /// handshake-era client; [`Era::Modern`] sends `server/discover` and fails unless the
+    /// server answers it as a modern server (no fallback to `initialize`).
+    pub fn era(mut self, era: Era) -> ClientBuilder {
+        self.settings.era = Some(era);
+        self
+    }
+
+    /// How long the `server/discover` probe waits before the client decides the server is a
+    /// handshake-era one (default 2 s, never longer than the
+    /// [`init_timeout`](ClientBuilder::init_timeout)). A server that ignores requests it does
+    /// not know costs this much at every connection; one that answers them with an error
+    /// costs a round trip. Raise it for modern servers that are slow to start (an `npx`
+    /// download, a cold Python import); a modern answer that arrives after it is still used
+    /// when the `initialize` that follows fails.
+    pub fn discover_timeout(mut self, timeout: Duration) -> ClientBuilder {
+        self.settings.discover_timeout = timeout;
+        self
+    }
+
+    /// How many `input_required` rounds one request may take under MCP 2026-07-28 before the
+    /// client gives up with [`Error::InputUnanswered`] (default 10).
+    pub fn max_input_rounds(mut self, rounds: u32) -> ClientBuilder {
+        self.settings.max_input_rounds = rounds;
+        self
+    }
+
+    /// Answers the server's elicitation requests: `elicitation/create` requests in the
+    /// handshake era, and `elicitation/create` entries of `input_required` results under MCP
+    /// 2026-07-28. The callback gets the request's params and returns its `ElicitResult`
+    /// (`{"action": "accept", "content": {..}}`, or `decline` / `cancel`). Declares the
+    /// `elicitation` capability (form mode).
+    ///
+    /// An error object is sent as the error response in the handshake era; under 2026-07-28,
+    /// which has no way to send it, it ends the request with [`Error::InputUnanswered`].
+    pub fn on_elicitation(
+        mut self,
+        callback: impl FnMut(&Value) -> Result<Value, ErrorObject> + Send + 'static,
+    ) -> ClientBuilder {
+        self.on_elicitation = Some(Box::new(callback));
+        self
+    }
+
+    /// Answers the server's sampling requests (`sampling/createMessage`), in both eras as
+    /// [`on_elicitation`](ClientBuilder::on_elicitation) does: the callback gets the params
+    /// and returns a `CreateMessageResult` (`{"role", "content", "model", "stopReason"?}`).
+    /// Declares the `sampling` capability.
+    pub fn on_sampling(
+        mut self,
+        callback: impl FnMut(&Value) -> Result<Value, ErrorObject> + Send + 'static,
+    ) -> ClientBuilder {
+        self.on_sampling = Some(Box::new(callback));
+        self
+    }
+
     /// Adds a root the server may ask about (`roots/list`). With at least one root the client
-    /// declares the `roots` capability; without, it answers `roots/list` with `-32601`.
+    /// declares the `roots` capability and answers `roots/list` itself (a request in the
+    /// handshake era, an `input_required` entry under 2026-07-28); without, it answers
+    /// `roots/list` with `-32601` (and cannot fulfil it under 2026-07-28).
     pub fn root(mut self, uri: impl Into<String>, name: Option<&str>) -> ClientBuilder {
         let mut root = json!({ "uri": uri.into() });
         if let Some(name) = name {
@@ -172,14 +259,16 @@ impl ClientBuilder {
         self
     }
 
-    /// Whether [`spawn`](ClientBuilder::spawn) performs the MCP handshake (the default). Turn
-    /// it off to speak plain JSON-RPC, or to probe a server's handshake by hand.
+    /// Whether [`spawn`](ClientBuilder::spawn) connects as an MCP client (the default):
+    /// decides the era and performs its handshake. Turn it off to speak plain JSON-RPC, or to
+    /// probe a server's handshake by hand (no era then: no `_meta` is added to requests).
     pub fn initialize(mut self, initialize: bool) -> ClientBuilder {
         self.settings.initialize = initialize;
         self
     }
 
-    /// How long the `initialize` exchange may take (default 10 s).
+    /// How long the `initialize` exchange may take (default 10 s); also the bound of the
+    /// `server/discover` exchange when the era is forced to [`Era::Modern`].
     pub fn init_timeout(mut self, timeout: Duration) -> ClientBuilder {
         self.settings.init_timeout = timeout;
         self
@@ -199,7 +288,7 @@ impl ClientBuilder {
 
     /// Turns on the heartbeat: while the client waits (in a request or in
     /// [`Client::pump`]) and the server has sent nothing for `interval`, the client sends a
-    /// `ping`. Any answer, even an error, counts as alive; only silence for `timeout` after a
+    /// `ping` (under MCP 2026-07-28, which has no `ping`, a `server/discover`). Any answer, even an error, counts as alive; only silence for `timeout` after a
     /// ping counts as dead, and then the client kills the server and fails what waits with
     /// [`Error::Unresponsive`].
     pub fn heartbeat(mut self, interval: Duration, timeout: Duration) -> ClientBuilder {
@@ -258,12 +347,14 @@ impl ClientBuilder {
         self
     }
 
-    /// Starts the server and, unless turned off, performs the handshake.
+    /// Starts the server and, unless turned off, connects: decides the era (see
+    /// [`Client`]) and performs its handshake.
     ///
     /// # Errors
     /// [`Error::Spawn`] when the command cannot start; for the handshake, [`Error::Timeout`],
     /// [`Error::ServerExited`], [`Error::Rpc`], or [`Error::Protocol`] (an unsupported
-    /// protocol version). The server is shut down before the error is returned.
+    /// protocol version, or a modern server with no version in common). The server is shut
+    /// down before the error is returned.
     pub fn spawn(self) -> Result<Client, Error> {
         Client::start(self)
     }

@@ -4,8 +4,12 @@
 //! One thread, no background work: the client does its I/O (answering the server's requests,
 //! draining its stderr, the heartbeat) while the caller waits in a request, or in
 //! [`Client::pump`].
+//!
+//! It speaks both generations of MCP ([`Era`]): it probes with `server/discover` and falls back
+//! to the `initialize` handshake. What it finds is cached: see [`Client`] for what and how long.
 
 mod builder;
+mod era;
 mod options;
 mod process;
 mod retry;
@@ -22,11 +26,15 @@ use crate::error::Error;
 use crate::message::{ErrorObject, Message, Notification, Request, RequestId, Response};
 
 pub use builder::ClientBuilder;
+pub use era::Era;
 pub use options::{Progress, RequestOptions};
 pub use process::{Shutdown, ShutdownStage};
 pub use retry::RetryPolicy;
 
-use builder::{NotificationCallback, Settings, StderrCallback, SUPPORTED_PROTOCOL_VERSIONS};
+use builder::{
+    InputCallback, NotificationCallback, Settings, StderrCallback, SUPPORTED_PROTOCOL_VERSIONS,
+};
+use era::{Asked, ResultType, Verdict, MODERN_PROTOCOL_VERSIONS, UNSUPPORTED_PROTOCOL_VERSION};
 use process::{Inbound, ServerProcess, Spawn};
 
 /// After the server closed its stdout (or stopped reading), how long the client waits for it to
@@ -44,6 +52,11 @@ const HEARTBEAT_PREFIX: &str = "mcpipe-heartbeat-";
 
 /// Most pages a list helper follows before it decides the server's cursors go round in circles.
 const MAX_PAGES: usize = 10_000;
+
+/// The first pause before retrying an `input_required` result that asks for nothing (only
+/// `requestState`: the server is not ready yet); it doubles up to `STATE_ONLY_MAX_DELAY`.
+const STATE_ONLY_FIRST_DELAY: Duration = Duration::from_millis(50);
+const STATE_ONLY_MAX_DELAY: Duration = Duration::from_millis(250);
 
 /// Counters of what a client has seen.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -111,6 +124,33 @@ struct Waiting<'a, 'b> {
 
 /// A client of one MCP server that it spawns and supervises over stdio.
 ///
+/// # Two eras, one client
+/// By default the client first sends `server/discover` asking for MCP 2026-07-28 (the modern
+/// era, [`Era::Modern`]). A discover result, or a `-32022` error naming a version both sides
+/// speak, makes the connection modern: no `initialize`, and every request carries the
+/// protocol version, client capabilities and client info in `params._meta`. Any other error,
+/// or no answer within the [discover timeout](ClientBuilder::discover_timeout) (2 s), makes it
+/// a handshake-era one ([`Era::Legacy`]): `initialize` and `notifications/initialized`, exactly
+/// as a handshake-era client. [`ClientBuilder::era`] skips the probe.
+///
+/// Under 2026-07-28, results are read by `resultType` (a missing one means `complete`), and an
+/// `input_required` result is fulfilled and retried automatically (roots from
+/// [`ClientBuilder::root`], elicitation and sampling through the callbacks
+/// [`ClientBuilder::on_elicitation`] and [`ClientBuilder::on_sampling`]), each retry with a new
+/// id and the `requestState` echoed verbatim, at most
+/// [`max_input_rounds`](ClientBuilder::max_input_rounds) times; what the client cannot
+/// fulfil ends the request with [`Error::InputUnanswered`]. There is no `ping` under
+/// 2026-07-28: [`Client::ping`] and the heartbeat send `server/discover` instead.
+///
+/// # What is cached
+/// The era, the negotiated protocol version and the server's `initialize` or `server/discover`
+/// result are cached for the life of the server process: the client never probes again while
+/// it runs. When the server is started again ([`Client::restart`], or a retry after it died),
+/// a server found to be handshake-era gets `initialize` straight away (no probe, so no probe
+/// timeout again), and is probed anew only if it answers that with `-32022` (it was replaced by
+/// a modern one); a server found to be modern is sent `server/discover` again, which under
+/// 2026-07-28 is the whole connection step, so its version and capabilities are refreshed.
+///
 /// # Example
 /// ```no_run
 /// use mcpipe::Client;
@@ -131,13 +171,27 @@ pub struct Client {
     settings: Settings,
     on_stderr: Option<StderrCallback>,
     on_notification: Option<NotificationCallback>,
+    on_elicitation: Option<InputCallback>,
+    on_sampling: Option<InputCallback>,
+    /// The `ClientCapabilities` declared in `initialize` and in every modern request.
+    capabilities: Value,
+    /// The `clientInfo` (`Implementation`) sent the same ways.
+    client_info: Value,
     process: Option<ServerProcess>,
     dead: Option<Dead>,
     closed: bool,
     last_shutdown: Option<Shutdown>,
     next_id: i64,
     initialize_result: Value,
+    discover_result: Value,
     protocol_version: String,
+    /// The era of the current server (kept across a restart as a hint; see `connect`).
+    era: Option<Era>,
+    /// The id of a `server/discover` probe that timed out, while its late answer may still
+    /// decide the era (until the connection step ends).
+    probe: Option<RequestId>,
+    /// That late answer, when it came.
+    late_probe: Option<Result<Value, ErrorObject>>,
     /// Ids given up on, newest last; at most `REMEMBERED_CANCELLATIONS`.
     cancelled: VecDeque<RequestId>,
     /// The outstanding heartbeat ping and when it was sent.
@@ -155,6 +209,7 @@ impl fmt::Debug for Client {
         f.debug_struct("Client")
             .field("spawn", &self.spawn)
             .field("pid", &self.pid())
+            .field("era", &self.era)
             .field("protocol_version", &self.protocol_version)
             .field("closed", &self.closed)
             .field("stats", &self.stats)
@@ -182,18 +237,41 @@ impl Client {
 
     pub(crate) fn start(builder: ClientBuilder) -> Result<Client, Error> {
         let log = builder.settings.log_bad_lines;
+        let mut capabilities = Map::new();
+        if builder.settings.roots.is_some() {
+            capabilities.insert("roots".into(), json!({ "listChanged": false }));
+        }
+        if builder.on_sampling.is_some() {
+            capabilities.insert("sampling".into(), json!({}));
+        }
+        if builder.on_elicitation.is_some() {
+            // `{}` means form mode in every revision that has elicitation.
+            capabilities.insert("elicitation".into(), json!({}));
+        }
+        let client_info = json!({
+            "name": builder.settings.client_name,
+            "version": builder.settings.client_version,
+        });
         let mut client = Client {
             spawn: builder.spawn,
             settings: builder.settings,
             on_stderr: builder.on_stderr,
             on_notification: builder.on_notification,
+            on_elicitation: builder.on_elicitation,
+            on_sampling: builder.on_sampling,
+            capabilities: Value::Object(capabilities),
+            client_info,
             process: None,
             dead: None,
             closed: false,
             last_shutdown: None,
             next_id: 1,
             initialize_result: Value::Null,
+            discover_result: Value::Null,
             protocol_version: String::new(),
+            era: None,
+            probe: None,
+            late_probe: None,
             cancelled: VecDeque::new(),
             heartbeat: None,
             heartbeat_count: 0,
@@ -207,8 +285,8 @@ impl Client {
         Ok(client)
     }
 
-    /// Spawns the server and, when configured, performs the handshake. On failure the new
-    /// process is shut down before the error is returned.
+    /// Spawns the server and, when configured, connects. On failure the new process is shut
+    /// down before the error is returned.
     fn launch(&mut self) -> Result<(), Error> {
         let process = ServerProcess::spawn(&self.spawn, self.settings.max_message_bytes)?;
         self.process = Some(process);
@@ -216,7 +294,10 @@ impl Client {
         self.closed = false;
         self.heartbeat = None;
         if self.settings.initialize {
-            if let Err(e) = self.handshake() {
+            let connected = self.connect();
+            self.probe = None;
+            self.late_probe = None;
+            if let Err(e) = connected {
                 self.close();
                 return Err(e);
             }
@@ -224,18 +305,173 @@ impl Client {
         Ok(())
     }
 
-    fn handshake(&mut self) -> Result<(), Error> {
-        let mut capabilities = Map::new();
-        if self.settings.roots.is_some() {
-            capabilities.insert("roots".into(), json!({ "listChanged": false }));
+    /// Decides the era of a freshly started server and performs its handshake. The era found
+    /// for the previous process, if any, is a hint (see "What is cached" on [`Client`]).
+    fn connect(&mut self) -> Result<(), Error> {
+        let previous = self.era.take();
+        self.initialize_result = Value::Null;
+        self.discover_result = Value::Null;
+        self.protocol_version.clear();
+        match (self.settings.era, previous) {
+            (Some(Era::Legacy), _) => self.handshake(),
+            (Some(Era::Modern), _) => self.negotiate(true),
+            (None, Some(Era::Legacy)) => match self.handshake() {
+                Err(Error::Rpc(e)) if e.code.0 == UNSUPPORTED_PROTOCOL_VERSION => {
+                    self.negotiate(false)
+                }
+                other => other,
+            },
+            (None, _) => self.negotiate(false),
         }
+    }
+
+    /// The modern versions the client accepts, most preferred first.
+    fn known_modern_versions(&self) -> Vec<String> {
+        let mut known = vec![self.settings.modern_version.clone()];
+        for v in MODERN_PROTOCOL_VERSIONS {
+            if !known.iter().any(|k| k == v) {
+                known.push(v.to_owned());
+            }
+        }
+        known
+    }
+
+    /// Probes with `server/discover` and becomes modern, or (unless `strict`) falls back to
+    /// `initialize`. A `-32022` naming a common version earns one more probe with it.
+    fn negotiate(&mut self, strict: bool) -> Result<(), Error> {
+        let known = self.known_modern_versions();
+        let timeout = if strict {
+            self.settings.init_timeout
+        } else {
+            self.settings
+                .discover_timeout
+                .min(self.settings.init_timeout)
+        };
+        let mut asked = self.settings.modern_version.clone();
+        for attempt in 0..2 {
+            let answer = self.probe(&asked, timeout, strict)?;
+            let verdict = match &answer {
+                Some(answer) => era::judge_discover(answer, &asked, &known),
+                None => Verdict::Legacy,
+            };
+            match (verdict, answer) {
+                (Verdict::Modern { version }, Some(Ok(result))) => {
+                    self.adopt_modern(version, result);
+                    return Ok(());
+                }
+                (Verdict::Retry { version }, _) if attempt == 0 => asked = version,
+                (Verdict::Incompatible { supported }, _) => {
+                    return Err(Error::Protocol {
+                        reason: format!(
+                            "the server speaks only protocol versions {supported:?}, none of \
+                             which the client speaks"
+                        ),
+                        line: String::new(),
+                    })
+                }
+                (_, answer) if strict => {
+                    return Err(match answer {
+                        Some(Err(e)) => Error::Rpc(e),
+                        Some(Ok(result)) => Error::Protocol {
+                            reason: String::from(
+                                "the server/discover result names no protocol version the \
+                                 client speaks",
+                            ),
+                            line: excerpt_of(&result),
+                        },
+                        // A strict probe's timeout is returned by `probe` itself.
+                        None => Error::Closed,
+                    });
+                }
+                _ => return self.fall_back(&asked, &known),
+            }
+        }
+        Err(Error::Protocol {
+            reason: String::from(
+                "the server rejected the protocol version it had itself named in -32022",
+            ),
+            line: String::new(),
+        })
+    }
+
+    /// Sends one `server/discover` asking for `version`. `Ok(None)`: no answer in time (only
+    /// when not `strict`; the probe's id is kept so a late answer can still be used).
+    fn probe(
+        &mut self,
+        version: &str,
+        timeout: Duration,
+        strict: bool,
+    ) -> Result<Option<Result<Value, ErrorObject>>, Error> {
+        let params = era::discover_params(version, &self.capabilities, &self.client_info);
+        let mut options = RequestOptions::new()
+            .timeout(timeout)
+            .max_total(timeout)
+            .reset_on_progress(false);
+        self.probe = Some(RequestId::from(self.next_id));
+        self.late_probe = None;
+        let answer = self.request_once("server/discover", Some(params), &mut options);
+        match answer {
+            Ok(result) => {
+                self.probe = None;
+                Ok(Some(Ok(result)))
+            }
+            Err(Error::Rpc(e)) => {
+                self.probe = None;
+                Ok(Some(Err(e)))
+            }
+            Err(Error::Timeout { .. }) if !strict => Ok(None),
+            Err(e) => {
+                self.probe = None;
+                Err(e)
+            }
+        }
+    }
+
+    /// The probe said legacy: `initialize`. If that fails, modern evidence that came too late
+    /// for the probe still counts: the probe's late answer, or `-32022` to `initialize`.
+    fn fall_back(&mut self, asked: &str, known: &[String]) -> Result<(), Error> {
+        let error = match self.handshake() {
+            Ok(()) => return Ok(()),
+            Err(e) => e,
+        };
+        if let Some(Ok(late)) = self.late_probe.take() {
+            let verdict = era::judge_discover(&Ok(late.clone()), asked, known);
+            if let Verdict::Modern { version } = verdict {
+                self.adopt_modern(version, late);
+                return Ok(());
+            }
+        }
+        if let Error::Rpc(e) = &error {
+            if e.code.0 == UNSUPPORTED_PROTOCOL_VERSION {
+                // Asked about a handshake-era version, so any modern one it names is news.
+                let verdict = era::judge_discover(&Err(e.clone()), "", known);
+                if let Verdict::Retry { version } = verdict {
+                    let timeout = self.settings.init_timeout;
+                    if let Ok(Some(Ok(result))) = self.probe(&version, timeout, true) {
+                        if let Verdict::Modern { version } =
+                            era::judge_discover(&Ok(result.clone()), &version, known)
+                        {
+                            self.adopt_modern(version, result);
+                            return Ok(());
+                        }
+                    }
+                }
+            }
+        }
+        Err(error)
+    }
+
+    fn adopt_modern(&mut self, version: String, discover_result: Value) {
+        self.era = Some(Era::Modern);
+        self.protocol_version = version;
+        self.discover_result = discover_result;
+    }
+
+    fn handshake(&mut self) -> Result<(), Error> {
         let params = json!({
             "protocolVersion": self.settings.protocol_version,
-            "capabilities": capabilities,
-            "clientInfo": {
-                "name": self.settings.client_name,
-                "version": self.settings.client_version,
-            },
+            "capabilities": self.capabilities,
+            "clientInfo": self.client_info,
         });
         let timeout = self.settings.init_timeout;
         let mut options = RequestOptions::new()
@@ -260,6 +496,7 @@ impl Client {
         }
         self.protocol_version = version.to_owned();
         self.initialize_result = result;
+        self.era = Some(Era::Legacy);
         self.notify("notifications/initialized", None)
     }
 
@@ -267,7 +504,10 @@ impl Client {
     ///
     /// `params`, when given, should be an object (MCP params always are). A `progressToken` is
     /// added to `params._meta` for `tools/call` and whenever a progress callback is set, so the
-    /// server can report progress that resets the timeout.
+    /// server can report progress that resets the timeout. Under MCP 2026-07-28 the required
+    /// `_meta` fields are added too (those the caller set are kept), the result is read by its
+    /// `resultType`, and `input_required` results are fulfilled and retried (see [`Client`]):
+    /// what is returned is the final, complete result.
     ///
     /// # Errors
     /// - [`Error::Rpc`]: the server answered with an error object.
@@ -276,11 +516,160 @@ impl Client {
     /// - [`Error::ServerExited`] / [`Error::Unresponsive`]: the server died or went silent.
     /// - [`Error::Closed`]: the client was closed.
     /// - [`Error::RetriesExhausted`]: a retry policy applied and ran out.
+    /// - [`Error::InputUnanswered`]: under 2026-07-28, the server asked for input the client
+    ///   did not give, or for more rounds than allowed.
+    /// - [`Error::Protocol`]: under 2026-07-28, a `resultType` the client does not know.
     pub fn request(
         &mut self,
         method: &str,
         params: Option<Value>,
         mut options: RequestOptions<'_>,
+    ) -> Result<Value, Error> {
+        let result = self.request_with_retries(method, params.clone(), &mut options)?;
+        if self.era != Some(Era::Modern) {
+            return Ok(result);
+        }
+        self.complete_rounds(method, &params, result, &mut options)
+    }
+
+    /// Goes on with a request that ended with an `input_required` result the client did not
+    /// fulfil by itself (see [`Error::InputUnanswered`]): sends `method` again with `params`
+    /// (those of the first request), the caller's `responses` as `inputResponses` (by the keys
+    /// of the result's `inputRequests`), and the result's `requestState` verbatim, under a new
+    /// id. Later rounds are handled as by [`Client::request`].
+    ///
+    /// # Example
+    /// ```no_run
+    /// # fn demo(client: &mut mcpipe::Client) -> Result<(), mcpipe::Error> {
+    /// use mcpipe::{Error, RequestOptions};
+    /// use serde_json::{json, Map};
+    ///
+    /// let params = json!({"name": "deploy", "arguments": {}});
+    /// let result = match client.request("tools/call", Some(params.clone()), RequestOptions::new()) {
+    ///     Err(Error::InputUnanswered { result, .. }) => {
+    ///         let mut answers = Map::new();
+    ///         for key in result["inputRequests"].as_object().into_iter().flatten().map(|(k, _)| k) {
+    ///             answers.insert(key.clone(), json!({"action": "decline"}));
+    ///         }
+    ///         client.continue_request("tools/call", Some(params), &result, answers, RequestOptions::new())?
+    ///     }
+    ///     other => other?,
+    /// };
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Client::request`].
+    pub fn continue_request(
+        &mut self,
+        method: &str,
+        params: Option<Value>,
+        input_required: &Value,
+        responses: Map<String, Value>,
+        options: RequestOptions<'_>,
+    ) -> Result<Value, Error> {
+        let next = era::next_round_params(&params, responses, input_required);
+        self.request(method, next, options)
+    }
+
+    /// Under MCP 2026-07-28: reads `result` by its `resultType`, fulfilling `input_required`
+    /// rounds until the result is complete.
+    fn complete_rounds(
+        &mut self,
+        method: &str,
+        params: &Option<Value>,
+        mut result: Value,
+        options: &mut RequestOptions<'_>,
+    ) -> Result<Value, Error> {
+        let mut rounds = 0;
+        let mut state_only_delay = STATE_ONLY_FIRST_DELAY;
+        loop {
+            match era::result_type(&result) {
+                ResultType::Complete => return Ok(result),
+                ResultType::Other(kind) => {
+                    return Err(Error::Protocol {
+                        reason: format!("the {method} result has an unknown resultType {kind}"),
+                        line: excerpt_of(&result),
+                    })
+                }
+                ResultType::InputRequired => {}
+            }
+            let unanswered = |reason: String, result: Value| Error::InputUnanswered {
+                method: method.to_owned(),
+                reason,
+                result,
+            };
+            if rounds >= self.settings.max_input_rounds {
+                let reason = format!("the server still asked for input after {rounds} rounds");
+                return Err(unanswered(reason, result));
+            }
+            rounds += 1;
+            let asked = match era::input_requests(&result) {
+                Ok(asked) => asked,
+                Err(why) => return Err(unanswered(why, result)),
+            };
+            if asked.is_empty() && result.get("requestState").is_none() {
+                let reason = String::from("the result has neither inputRequests nor requestState");
+                return Err(unanswered(reason, result));
+            }
+            let mut responses = Map::new();
+            for input in &asked {
+                match self.fulfil(input) {
+                    Ok(answer) => {
+                        responses.insert(input.key.clone(), answer);
+                    }
+                    Err(reason) => return Err(unanswered(reason, result)),
+                }
+            }
+            if asked.is_empty() {
+                // Only state: the server is not ready yet. Back off a little before asking.
+                self.pause(state_only_delay);
+                state_only_delay = (state_only_delay * 2).min(STATE_ONLY_MAX_DELAY);
+            } else {
+                state_only_delay = STATE_ONLY_FIRST_DELAY;
+            }
+            let next = era::next_round_params(params, responses, &result);
+            result = self.request_with_retries(method, next, options)?;
+        }
+    }
+
+    /// The answer to one input of an `input_required` result, or why there is none.
+    fn fulfil(&mut self, input: &Asked) -> Result<Value, String> {
+        let callback = match input.method.as_str() {
+            "roots/list" => {
+                return match &self.settings.roots {
+                    Some(roots) => Ok(json!({ "roots": roots })),
+                    None => Err(format!(
+                        "it asks for roots/list ({:?}) and the client has no roots",
+                        input.key
+                    )),
+                }
+            }
+            "elicitation/create" => self.on_elicitation.as_mut(),
+            "sampling/createMessage" => self.on_sampling.as_mut(),
+            other => {
+                return Err(format!(
+                    "it asks for {other} ({:?}), which no client can answer",
+                    input.key
+                ))
+            }
+        };
+        match callback {
+            Some(callback) => callback(&input.params)
+                .map_err(|e| format!("the {} callback refused {:?}: {e}", input.method, input.key)),
+            None => Err(format!(
+                "it asks for {} ({:?}) and the client has no callback for it",
+                input.method, input.key
+            )),
+        }
+    }
+
+    /// One request (one round), with the retry policy.
+    fn request_with_retries(
+        &mut self,
+        method: &str,
+        params: Option<Value>,
+        options: &mut RequestOptions<'_>,
     ) -> Result<Value, Error> {
         let policy = options
             .retry
@@ -296,7 +685,7 @@ impl Client {
         loop {
             let result = self
                 .restart_if_dead(attempt > 1)
-                .and_then(|()| self.request_once(method, params.clone(), &mut options));
+                .and_then(|()| self.request_once(method, params.clone(), options));
             match result {
                 Err(e) if e.is_retryable() && attempt < attempts => {
                     attempt += 1;
@@ -347,6 +736,14 @@ impl Client {
         let id = RequestId::from(self.next_id);
         let token = Value::from(self.next_id);
         self.next_id += 1;
+        if self.era == Some(Era::Modern) {
+            era::add_meta(
+                &mut params,
+                &self.protocol_version,
+                &self.capabilities,
+                &self.client_info,
+            );
+        }
         let wants_progress = options.progress.is_some() || method == "tools/call";
         let mut sent_token = None;
         if wants_progress {
@@ -389,7 +786,9 @@ impl Client {
         }
         outcome?;
         // Timed out. `initialize` must never be cancelled; its late answer is dropped all the same.
-        if method != "initialize" {
+        // Nor is the discover probe: a handshake-era server gets nothing before `initialize`
+        // but the probe itself, and a late modern answer is still wanted (see `fall_back`).
+        if method != "initialize" && self.probe.as_ref() != Some(&id) {
             let cancel = Notification {
                 method: String::from("notifications/cancelled"),
                 params: Some(json!({
@@ -496,12 +895,18 @@ impl Client {
         Ok(self.strays.pop_front())
     }
 
-    /// Sends `ping` and waits for the empty result.
+    /// Checks that the server answers: sends `ping` and waits for the empty result. MCP
+    /// 2026-07-28 has no `ping`, so under it this sends `server/discover` (which every modern
+    /// server must answer) and discards the result.
     ///
     /// # Errors
     /// As [`Client::request`].
     pub fn ping(&mut self) -> Result<(), Error> {
-        self.request("ping", None, RequestOptions::new()).map(drop)
+        let method = match self.era {
+            Some(Era::Modern) => "server/discover",
+            _ => "ping",
+        };
+        self.request(method, None, RequestOptions::new()).map(drop)
     }
 
     /// Every tool the server offers, following `nextCursor` to the last page.
@@ -553,8 +958,9 @@ impl Client {
     /// Reads a resource: the `ReadResourceResult` (`{"contents": [...]}`).
     ///
     /// # Errors
-    /// As [`Client::request`]; a missing resource is usually [`Error::Rpc`] with code `-32002`
-    /// or `-32602`.
+    /// As [`Client::request`]. A missing resource is [`Error::Rpc`] with code `-32002`
+    /// (handshake era) or `-32602` (2026-07-28): [`Error::is_resource_not_found`] accepts
+    /// both.
     pub fn read_resource(&mut self, uri: &str) -> Result<Value, Error> {
         self.request(
             "resources/read",
@@ -617,12 +1023,26 @@ impl Client {
         })
     }
 
-    /// The server's `initialize` result (`null` when the handshake was turned off).
+    /// The server's `initialize` result (`null` under MCP 2026-07-28, which has no
+    /// `initialize`, and when the handshake was turned off).
     pub fn initialize_result(&self) -> &Value {
         &self.initialize_result
     }
 
-    /// The negotiated protocol version (empty when the handshake was turned off).
+    /// The server's `server/discover` result under MCP 2026-07-28 (`supportedVersions`,
+    /// `capabilities`, `_meta.serverInfo`, ...); `null` in the handshake era and when the
+    /// handshake was turned off.
+    pub fn discover_result(&self) -> &Value {
+        &self.discover_result
+    }
+
+    /// The era of the connection; `None` when the handshake was turned off.
+    pub fn era(&self) -> Option<Era> {
+        self.era
+    }
+
+    /// The negotiated protocol version, in either era (empty when the handshake was turned
+    /// off).
     pub fn protocol_version(&self) -> &str {
         &self.protocol_version
     }
@@ -646,7 +1066,8 @@ impl Client {
     }
 
     /// Shuts the current server down (as [`Client::close`] does) and starts it again, with a
-    /// fresh handshake. Works after [`Client::close`] too.
+    /// fresh handshake (the era found before is reused as described on [`Client`]). Works after
+    /// [`Client::close`] too.
     ///
     /// # Errors
     /// As [`ClientBuilder::spawn`].
@@ -825,6 +1246,23 @@ impl Client {
         let Some((interval, timeout)) = self.settings.heartbeat else {
             return Ok(None);
         };
+        if self.settings.initialize && self.era.is_none() {
+            // Connecting: the era (and so the heartbeat's method) is not known yet, and every
+            // wait of the connection step has its own deadline.
+            return Ok(None);
+        }
+        // MCP 2026-07-28 has no ping; server/discover is the cheapest request it must answer.
+        let (method, params) = match self.era {
+            Some(Era::Modern) => (
+                "server/discover",
+                Some(era::discover_params(
+                    &self.protocol_version,
+                    &self.capabilities,
+                    &self.client_info,
+                )),
+            ),
+            _ => ("ping", None),
+        };
         let Some(process) = self.process.as_mut() else {
             return Ok(None);
         };
@@ -851,8 +1289,8 @@ impl Client {
             let id = RequestId::from(format!("{HEARTBEAT_PREFIX}{}", self.heartbeat_count));
             process.send(&Message::Request(Request {
                 id: id.clone(),
-                method: String::from("ping"),
-                params: None,
+                method: String::from(method),
+                params,
             }));
             self.stats.heartbeats += 1;
             self.heartbeat = Some((id, now));
@@ -912,6 +1350,11 @@ impl Client {
                 }
                 return;
             }
+            if self.probe.as_ref() == Some(id) {
+                // The answer to a discover probe that timed out: it may still decide the era.
+                self.late_probe = Some(response.result);
+                return;
+            }
             if self.cancelled.contains(id) {
                 self.stats.late_responses += 1;
                 return;
@@ -924,14 +1367,38 @@ impl Client {
         self.strays.push_back(response);
     }
 
-    /// Answers a request from the server: `ping`, `roots/list` when roots are configured, and
-    /// `-32601` for anything else.
+    /// Answers a request from the server: `ping`, `roots/list` when roots are configured,
+    /// elicitation and sampling when their callbacks are set, and `-32601` for anything else.
+    /// Under MCP 2026-07-28 the server must not send requests and the client must not send
+    /// responses: such a request is counted, reported, and left unanswered.
     fn answer(&mut self, request: Request) {
         self.stats.server_requests += 1;
-        let result = match (request.method.as_str(), &self.settings.roots) {
-            ("ping", _) => Ok(json!({})),
-            ("roots/list", Some(roots)) => Ok(json!({ "roots": roots })),
-            (method, _) => Err(ErrorObject::method_not_found(method)),
+        if self.era == Some(Era::Modern) {
+            let method = request.method;
+            self.diagnostics.report(|| {
+                format!(
+                    "the server sent a {method} request, which MCP 2026-07-28 does not allow; \
+                     left unanswered"
+                )
+            });
+            return;
+        }
+        let params = request.params.unwrap_or_else(|| json!({}));
+        let result = match request.method.as_str() {
+            "ping" => Ok(json!({})),
+            "roots/list" => match &self.settings.roots {
+                Some(roots) => Ok(json!({ "roots": roots })),
+                None => Err(ErrorObject::method_not_found("roots/list")),
+            },
+            "elicitation/create" => match &mut self.on_elicitation {
+                Some(callback) => callback(&params),
+                None => Err(ErrorObject::method_not_found("elicitation/create")),
+            },
+            "sampling/createMessage" => match &mut self.on_sampling {
+                Some(callback) => callback(&params),
+                None => Err(ErrorObject::method_not_found("sampling/createMessage")),
+            },
+            method => Err(ErrorObject::method_not_found(method)),
         };
         let response = Message::Response(Response {
             id: Some(request.id),

@@ -87,3 +87,17 @@ pub(crate) fn wait_dead(pid: u32, limit: Duration) -> bool {
 pub(crate) fn first_text(result: &serde_json::Value) -> &str {
     result["content"][0]["text"].as_str().unwrap_or("")
 }
+
+/// A file installed under interop/ by `scripts/setup-interop.sh`. Panics (the test fails, it
+/// does not skip) when it is missing, saying how to install it.
+pub(crate) fn interop(path: &str) -> PathBuf {
+    let full = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("interop")
+        .join(path);
+    assert!(
+        full.exists(),
+        "{} is not installed: run scripts/setup-interop.sh first",
+        full.display()
+    );
+    full
+}

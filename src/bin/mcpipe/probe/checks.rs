@@ -5,7 +5,9 @@ use std::collections::HashSet;
 use std::ffi::OsString;
 use std::time::{Duration, Instant};
 
-use mcpipe::{Client, ClientBuilder, Error, ErrorCode, RequestOptions, Response, ShutdownStage};
+use mcpipe::{
+    Client, ClientBuilder, Era, Error, ErrorCode, RequestOptions, Response, ShutdownStage,
+};
 use serde_json::{json, Value};
 
 /// A check's verdict.
@@ -184,10 +186,12 @@ impl Target {
     }
 
     /// A builder with the probe's deadlines: every wait is bounded, and closing takes at most
-    /// about 2 s.
+    /// about 2 s. The checks are about the handshake era (`initialize`, `ping`), so the client
+    /// skips the `server/discover` probe and its timeout.
     fn builder(&self) -> ClientBuilder {
         Client::builder(&self.command[0])
             .args(&self.command[1..])
+            .era(Era::Legacy)
             .client_info("mcpipe-probe", env!("CARGO_PKG_VERSION"))
             .init_timeout(Duration::from_secs(5))
             .timeout(Duration::from_secs(5))
