@@ -14,12 +14,11 @@ use super::Client;
 use crate::error::Error;
 use crate::message::{ErrorObject, Notification};
 
-/// The protocol version the client asks for.
-pub(crate) const LATEST_PROTOCOL_VERSION: &str = "2025-11-25";
-
-/// The versions the client can work with, newest first.
-pub(crate) const SUPPORTED_PROTOCOL_VERSIONS: [&str; 4] =
-    ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+// The handshake-era versions the client asks for and accepts are the crate's own: one list
+// for the server layer and the client.
+pub(crate) use crate::mcp::{
+    LATEST_PROTOCOL_VERSION, PROTOCOL_VERSIONS as SUPPORTED_PROTOCOL_VERSIONS,
+};
 
 pub(crate) type StderrCallback = Box<dyn FnMut(&[u8]) + Send>;
 pub(crate) type NotificationCallback = Box<dyn FnMut(Notification) + Send>;

@@ -20,11 +20,12 @@ pub enum Era {
     Modern,
 }
 
-/// The modern protocol versions the client speaks, newest first.
-pub(crate) const MODERN_PROTOCOL_VERSIONS: [&str; 1] = ["2026-07-28"];
+/// The modern protocol versions the client speaks: the crate's one list, oldest first.
+pub(crate) use crate::mcp::MODERN_PROTOCOL_VERSIONS;
 
 /// The modern version the `server/discover` probe asks for by default.
-pub(crate) const LATEST_MODERN_VERSION: &str = MODERN_PROTOCOL_VERSIONS[0];
+pub(crate) const LATEST_MODERN_VERSION: &str =
+    MODERN_PROTOCOL_VERSIONS[MODERN_PROTOCOL_VERSIONS.len() - 1];
 
 /// `UnsupportedProtocolVersion`: the server does not speak the requested modern version;
 /// `data.supported` lists those it does.

@@ -328,9 +328,10 @@ impl Client {
     /// The modern versions the client accepts, most preferred first.
     fn known_modern_versions(&self) -> Vec<String> {
         let mut known = vec![self.settings.modern_version.clone()];
-        for v in MODERN_PROTOCOL_VERSIONS {
+        // Newest first: the crate's list is oldest first.
+        for v in MODERN_PROTOCOL_VERSIONS.iter().rev() {
             if !known.iter().any(|k| k == v) {
-                known.push(v.to_owned());
+                known.push((*v).to_owned());
             }
         }
         known

@@ -23,6 +23,6 @@ pub const PROTOCOL_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-1
 /// (the last handshake-era revision).
 pub const LATEST_PROTOCOL_VERSION: &str = "2025-11-25";
 
-/// The stateless MCP revisions this layer speaks: a request names one in its
+/// The stateless MCP revisions this layer speaks, oldest first: a request names one in its
 /// `_meta["io.modelcontextprotocol/protocolVersion"]`, and `server/discover` lists them.
 pub const MODERN_PROTOCOL_VERSIONS: [&str; 1] = ["2026-07-28"];
