@@ -45,14 +45,43 @@ A small MCP server for tests and benchmarks. Tools:
 /// How many echoed texts the cache keeps.
 const CACHE_LIMIT: usize = 1000;
 
+/// How many bytes of echoed text the cache keeps in all; a longer text is not cached. The cache
+/// is there to show the idle hook evicting something, not to hold on to large messages.
+const CACHE_BYTES: usize = 1 << 20;
+
 /// The most output `run` captures from each stream.
 const RUN_OUTPUT_LIMIT: usize = 1 << 20;
 
 /// The demo's state: a cache of recent echoes that the idle hook evicts.
 #[derive(Debug, Default)]
 struct Demo {
+    /// Recent echoes, oldest first. Invariant: at most `CACHE_LIMIT` entries whose lengths add
+    /// up to `cache_bytes <= CACHE_BYTES`.
     cache: VecDeque<String>,
+    cache_bytes: usize,
     idle_evictions: u64,
+}
+
+impl Demo {
+    /// Remembers an echoed text, evicting the oldest ones to stay within both bounds.
+    fn remember(&mut self, text: &str) {
+        if text.len() > CACHE_BYTES {
+            return;
+        }
+        while self.cache.len() >= CACHE_LIMIT || self.cache_bytes + text.len() > CACHE_BYTES {
+            match self.cache.pop_front() {
+                Some(old) => self.cache_bytes -= old.len(),
+                None => break,
+            }
+        }
+        self.cache_bytes += text.len();
+        self.cache.push_back(text.to_owned());
+    }
+
+    fn evict(&mut self) {
+        self.cache.clear();
+        self.cache_bytes = 0;
+    }
 }
 
 struct Options {
@@ -149,10 +178,7 @@ fn demo_server(allow_run: bool) -> McpServer<Demo> {
             ),
             |demo, args, _cx| {
                 let text = args.string("text")?;
-                if demo.cache.len() >= CACHE_LIMIT {
-                    demo.cache.pop_front();
-                }
-                demo.cache.push_back(text.to_owned());
+                demo.remember(text);
                 Ok(ToolResult::text(text))
             },
         )
@@ -259,7 +285,7 @@ fn demo_server(allow_run: bool) -> McpServer<Demo> {
             },
         )
         .on_idle(|demo, _cx| {
-            demo.cache.clear();
+            demo.evict();
             demo.idle_evictions += 1;
         });
     if allow_run {
