@@ -51,6 +51,8 @@ mod connection;
 mod diagnostics;
 mod endpoint;
 mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 mod handler;
 mod line_buffer;
 mod message;
