@@ -16,7 +16,10 @@ use std::time::Duration;
 /// One input taking longer than this is a hang (the slowest, `server_loop`, takes milliseconds).
 const PER_INPUT: Duration = Duration::from_secs(30);
 
-const TARGETS: [(&str, fn(&[u8])); 3] = [
+/// A fuzz target's property: panics when the input breaks it.
+type Property = fn(&[u8]);
+
+const TARGETS: [(&str, Property); 3] = [
     ("framing", properties::framing),
     ("message", properties::message),
     ("server_loop", properties::server_loop),
@@ -47,7 +50,7 @@ fn files_in(dir: &Path) -> Vec<PathBuf> {
 
 /// Runs `property` on each file in a worker thread, one file at a time under a watchdog;
 /// fails naming every file whose property failed, or the first that hung.
-fn replay(target: &str, property: fn(&[u8])) {
+fn replay(target: &str, property: Property) {
     let mut files = files_in(&fuzz_dir().join("corpus").join(target));
     files.extend(files_in(&fuzz_dir().join("artifacts").join(target)));
     let count = files.len();
