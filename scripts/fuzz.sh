@@ -44,7 +44,7 @@ for entry in "${targets[@]}"; do
   # -rss_limit_mb: a run growing past this is reported as a crash (memory must stay bounded).
   if ! cargo +nightly fuzz run "$target" "fuzz/work/$target" "fuzz/corpus/$target" -- \
     -max_total_time="$seconds" -max_len="$max_len" -rss_limit_mb=2048 -timeout=10 \
-    -print_final_stats=1 "${dict[@]}"; then
+    -print_final_stats=1 ${dict[@]+"${dict[@]}"}; then
     echo "fuzz.sh: $target FAILED; the input is in fuzz/artifacts/$target/" >&2
     status=1
   fi
