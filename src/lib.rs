@@ -126,6 +126,8 @@ mod connection;
 mod diagnostics;
 mod endpoint;
 mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 mod handler;
 mod line_buffer;
 mod mcp;

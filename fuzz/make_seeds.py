@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""Writes the seed corpus under fuzz/corpus/<target>/ (run from anywhere; idempotent).
+
+Seeds are named after what they hold. `message` gets single lines, `server_loop` whole
+streams (every message line on its own too), `framing` the streams behind a 4-byte header
+(line limit, three piece sizes; see fuzz/properties.rs).
+"""
+import json
+import os
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def line(obj):
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+BURST = (
+    b'{"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"roots":{},'
+    b'"elicitation":{"form":{},"url":{}}},"clientInfo":{"name":"claude-code","version":"2.1.80"}},'
+    b'"jsonrpc":"2.0","id":0}\n'
+    b'{"method":"notifications/initialized","jsonrpc":"2.0"}\n'
+    b'{"method":"tools/list","jsonrpc":"2.0","id":1}\n'
+)
+
+# Single lines: valid messages, then every bad input of the loop's contract (issue 2, point 4).
+LINES = {
+    "request-echo": b'{"jsonrpc":"2.0","id":1,"method":"echo","params":{"text":"hi"}}',
+    "request-echo-array-params": b'{"jsonrpc":"2.0","id":"a","method":"echo","params":[1,2.5,"x",null,true]}',
+    "request-fail": b'{"jsonrpc":"2.0","id":2,"method":"fail"}',
+    "request-panic": b'{"jsonrpc":"2.0","id":3,"method":"panic"}',
+    "request-notify": b'{"jsonrpc":"2.0","id":4,"method":"notify","params":{"n":1}}',
+    "request-unknown-method": b'{"jsonrpc":"2.0","id":5,"method":"no/such/method"}',
+    "notification": b'{"jsonrpc":"2.0","method":"notifications/initialized"}',
+    "notification-with-params": b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}',
+    "response-result": b'{"jsonrpc":"2.0","id":7,"result":{"roots":[]}}',
+    "response-error": b'{"jsonrpc":"2.0","id":8,"error":{"code":-32601,"message":"nope","data":[1]}}',
+    "response-error-null-id": b'{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse error"}}',
+    "response-error-no-id": b'{"jsonrpc":"2.0","error":{"code":-32700,"message":"parse error"}}',
+    # Bad input.
+    "bad-not-json": b"{oops",
+    "bad-trailing-comma": b'{"jsonrpc":"2.0","method":"m"},',
+    "bad-truncated": b'{"jsonrpc":"2.0","id":1,"method":"ec',
+    "bad-scalar-number": b"42",
+    "bad-scalar-string": b'"hello"',
+    "bad-scalar-null": b"null",
+    "bad-scalar-true": b"true",
+    "bad-no-method": b'{"jsonrpc":"2.0","id":1}',
+    "bad-no-jsonrpc": b'{"id":1,"method":"echo"}',
+    "bad-jsonrpc-1.0": b'{"jsonrpc":"1.0","id":1,"method":"echo"}',
+    "bad-jsonrpc-number": b'{"jsonrpc":2.0,"id":1,"method":"echo"}',
+    "bad-method-number": b'{"jsonrpc":"2.0","id":1,"method":3}',
+    "bad-method-null": b'{"jsonrpc":"2.0","id":1,"method":null}',
+    "bad-method-object": b'{"jsonrpc":"2.0","id":1,"method":{"a":1}}',
+    "bad-method-array": b'{"jsonrpc":"2.0","id":1,"method":["echo"]}',
+    "bad-method-bool": b'{"jsonrpc":"2.0","id":1,"method":false}',
+    "bad-id-object": b'{"jsonrpc":"2.0","id":{"a":1},"method":"echo"}',
+    "bad-id-array": b'{"jsonrpc":"2.0","id":[1],"method":"echo"}',
+    "bad-id-bool": b'{"jsonrpc":"2.0","id":true,"method":"echo"}',
+    "bad-id-float": b'{"jsonrpc":"2.0","id":1.5,"method":"echo"}',
+    "bad-id-exponent": b'{"jsonrpc":"2.0","id":1e3,"method":"echo"}',
+    "bad-id-null-request": b'{"jsonrpc":"2.0","id":null,"method":"echo"}',
+    "bad-params-string": b'{"jsonrpc":"2.0","id":1,"method":"echo","params":"s"}',
+    "bad-params-number": b'{"jsonrpc":"2.0","id":1,"method":"echo","params":5}',
+    "bad-params-null": b'{"jsonrpc":"2.0","id":1,"method":"echo","params":null}',
+    "bad-result-and-error": b'{"jsonrpc":"2.0","id":1,"result":1,"error":{"code":1,"message":"m"}}',
+    "bad-result-without-id": b'{"jsonrpc":"2.0","result":1}',
+    "bad-error-not-object": b'{"jsonrpc":"2.0","id":1,"error":"boom"}',
+    "bad-error-code-float": b'{"jsonrpc":"2.0","id":1,"error":{"code":1.5,"message":"m"}}',
+    "bad-empty-object": b"{}",
+    "bad-unknown-members": b'{"foo":"bar"}',
+    "batch-empty": b"[]",
+    "batch-mixed": b'[{"jsonrpc":"2.0","id":1,"method":"echo","params":{"a":1}},{"jsonrpc":"2.0","method":"n"},{"jsonrpc":"2.0","id":"x","method":"fail"},1,{"jsonrpc":"2.0","id":9,"result":0}]',
+    "batch-notifications-only": b'[{"jsonrpc":"2.0","method":"a"},{"jsonrpc":"2.0","method":"b"}]',
+    "batch-garbage": b'[1,"a",null,{},[]]',
+    "batch-nested": b"[[]]",
+    # Ids.
+    "id-zero": b'{"jsonrpc":"2.0","id":0,"method":"echo"}',
+    "id-negative": b'{"jsonrpc":"2.0","id":-1,"method":"echo"}',
+    "id-negative-zero": b'{"jsonrpc":"2.0","id":-0,"method":"echo"}',
+    "id-above-2-53": b'{"jsonrpc":"2.0","id":9007199254740993,"method":"echo"}',
+    "id-u64-max": b'{"jsonrpc":"2.0","id":18446744073709551615,"method":"echo"}',
+    "id-i64-min": b'{"jsonrpc":"2.0","id":-9223372036854775808,"method":"echo"}',
+    "id-above-u64": b'{"jsonrpc":"2.0","id":18446744073709551616,"method":"echo"}',
+    "id-string-escapes": b'{"jsonrpc":"2.0","id":"a\\"b\\\\c\\n\\u0000\\u2028","method":"echo"}',
+    "id-empty-string": b'{"jsonrpc":"2.0","id":"","method":"echo"}',
+    # Numbers, duplicates, strings.
+    "number-10000-digits": b'{"jsonrpc":"2.0","id":1,"method":"echo","params":[' + b"9" * 10000 + b"]}",
+    "number-10000-digit-fraction": b'{"jsonrpc":"2.0","id":1,"method":"echo","params":[0.' + b"1" * 10000 + b"]}",
+    "number-huge-exponent": b'{"jsonrpc":"2.0","id":1,"method":"echo","params":[1e400,-1e-400]}',
+    "number-float-edge": b'{"jsonrpc":"2.0","id":1,"method":"echo","params":[1.7976931348623157e308,5e-324,0.1,2.2250738585072014e-308]}',
+    "duplicate-keys": b'{"jsonrpc":"2.0","id":1,"id":2,"method":"fail","method":"echo"}',
+    "duplicate-keys-bad-last": b'{"jsonrpc":"2.0","id":1,"method":"echo","method":5}',
+    "nul-escaped": b'{"jsonrpc":"2.0","id":1,"method":"echo\\u0000","params":{"\\u0000":"\\u0000"}}',
+    "nul-raw-in-string": b'{"jsonrpc":"2.0","id":1,"method":"ec\x00ho"}',
+    "nul-raw-outside": b'\x00{"jsonrpc":"2.0","id":1,"method":"echo"}',
+    "utf8-invalid-in-string": b'{"jsonrpc":"2.0","id":1,"method":"echo","params":["\xff\xfe"]}',
+    "utf8-invalid-overlong": b'{"jsonrpc":"2.0","id":"\xc0\xaf","method":"echo"}',
+    "utf8-truncated": b'{"jsonrpc":"2.0","id":1,"method":"\xe2\x82"}',
+    "utf8-valid-multibyte": '{"jsonrpc":"2.0","id":"é漢🎉","method":"echo","params":{"ключ":"値"}}'.encode(),
+    "surrogate-lone-high": b'{"jsonrpc":"2.0","id":1,"method":"echo","params":["\\ud800"]}',
+    "surrogate-lone-low": b'{"jsonrpc":"2.0","id":"\\udc00","method":"echo"}',
+    "surrogate-high-then-letter": b'{"jsonrpc":"2.0","id":1,"method":"\\ud800\\u0041"}',
+    "surrogate-pair": b'{"jsonrpc":"2.0","id":"\\ud83d\\ude00","method":"echo"}',
+    "deep-nesting-arrays": b"[" * 3000 + b"]" * 3000,
+    "deep-nesting-in-params": b'{"jsonrpc":"2.0","id":1,"method":"echo","params":' + b'{"a":' * 1000 + b"1" + b"}" * 1000 + b"}",
+    "deep-nesting-127": b'{"jsonrpc":"2.0","id":1,"method":"echo","params":' + b"[" * 126 + b"]" * 126 + b"}",
+    "deep-nesting-unclosed": b"[" * 5000,
+    "whitespace-inside": b' \t{ "jsonrpc" : "2.0" ,\t"id" : 1 , "method" : "echo" } \t',
+}
+
+# Whole streams (framing and server_loop).
+STREAMS = {
+    "burst-claude-code-2.1.80": BURST,
+    "burst-crlf": BURST.replace(b"\n", b"\r\n"),
+    "burst-bom": b"\xef\xbb\xbf" + BURST,
+    "burst-no-final-newline": BURST.rstrip(b"\n"),
+    "blank-and-whitespace-lines": b"\n\n  \n\t\n\r\n \r\n" + LINES["request-echo"] + b"\n\n",
+    "cr-cr-lf": LINES["request-echo"] + b"\r\r\n" + LINES["request-fail"] + b"\r\n",
+    "bom-later-is-not-stripped": LINES["request-echo"] + b"\n\xef\xbb\xbf" + LINES["request-fail"] + b"\n",
+    "oversize-then-valid": b'{"jsonrpc":"2.0","id":1,"method":"echo","params":"' + b"x" * 600 + b'"}\n' + LINES["request-echo"] + b"\n",
+    "oversize-blank": b" " * 600 + b"\n" + LINES["request-echo"] + b"\n",
+    "oversize-at-eof": LINES["request-echo"] + b"\n" + b"y" * 700,
+    "limit-exact": b"[" + b" " * 510 + b"]\n" + LINES["request-echo"] + b"\n",
+    "nul-lines": b"\x00\n\x00\x00\n" + LINES["request-echo"] + b"\n\x00",
+    "every-bad-input-then-valid": b"\n".join(v for k, v in LINES.items() if k.startswith("bad-")) + b"\n" + LINES["request-echo"] + b"\n",
+    "batches": b"\n".join(v for k, v in LINES.items() if k.startswith("batch-")) + b"\n",
+    "many-requests": b"".join(line({"jsonrpc": "2.0", "id": i, "method": "echo", "params": {"i": i}}) + b"\n" for i in range(40)),
+    "notify-then-echo": LINES["request-notify"] + b"\n" + LINES["request-echo"] + b"\n",
+    "random-bytes-then-valid": bytes((i * 7919 + 13) % 256 for i in range(1500)) + b"\n" + LINES["request-echo"] + b"\n",
+}
+
+
+def write(target, name, data):
+    d = os.path.join(HERE, "corpus", target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+for name, data in LINES.items():
+    write("message", name, data)
+    write("server_loop", "line-" + name, data + b"\n")
+for name, data in STREAMS.items():
+    write("server_loop", name, data)
+    # Header: line limit, three piece sizes minus one (properties::framing_setup).
+    write("framing", name + "-limit64-pieces-1-7-200", bytes([64, 0, 6, 199]) + data)
+    write("framing", name + "-limit255-pieces-256", bytes([255, 255, 255, 255]) + data)
+for name, data in LINES.items():
+    write("framing", "line-" + name + "-limit16", bytes([16, 2, 0, 30]) + data + b"\r\n" + data)
+# Lines split in message boundaries of every kind, small limits.
+write("framing", "tiny-limit-zero", bytes([0, 0, 0, 0]) + b"\n \n\r\n\xef\xbb\xbf\nx\n")
+write("framing", "bom-only-lines", bytes([3, 0, 1, 2]) + b"\xef\xbb\xbf\r\n\xef\xbb\xbf\nabc\r\r\n")
+write("framing", "crlf-at-limit", bytes([4, 0, 3, 4]) + b"abcd\r\nabcde\r\nabcd\r\r\nabc")

@@ -1,0 +1,522 @@
+//! The properties the fuzz targets check, as plain functions of the input bytes.
+//!
+//! Each fuzz target in `fuzz_targets/` is one call into this module, and `tests/fuzz_replay.rs`
+//! includes the same file (by `#[path]`) to replay every corpus and artifact file through the
+//! same functions on stable Rust. A property failing is a panic that names what went wrong.
+//!
+//! Only public API is used: `mcpipe::fuzzing` (unstable hooks into the sans-IO core) and the
+//! loop itself.
+// Each includer uses a different part of this module.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::os::fd::AsFd;
+use std::thread;
+
+use mcpipe::fuzzing::{self, Classified, Oversize};
+use mcpipe::{
+    Context, ErrorCode, ErrorObject, Handler, Message, Outcome, Request, Response, Server,
+};
+use serde_json::{Map, Value};
+
+const BOM: &[u8] = b"\xEF\xBB\xBF";
+
+// ---------------------------------------------------------------------------------------------
+// framing: the line buffer against a naive split of the whole input
+// ---------------------------------------------------------------------------------------------
+
+/// The reference framing: split the whole input on `\n`; strip one trailing `\r` from each
+/// piece and a byte order mark from the first; a piece longer than `max` is one oversize line;
+/// a piece of only spaces, tabs and `\r` is skipped; the last piece needs no newline.
+pub(crate) fn reference_split(input: &[u8], max: usize) -> Vec<Result<Vec<u8>, Oversize>> {
+    let mut lines = Vec::new();
+    for (i, piece) in input.split(|&b| b == b'\n').enumerate() {
+        let mut line = piece.strip_suffix(b"\r").unwrap_or(piece);
+        if i == 0 {
+            line = line.strip_prefix(BOM).unwrap_or(line);
+        }
+        let blank = line.iter().all(|b| matches!(b, b' ' | b'\t' | b'\r'));
+        if line.len() > max {
+            lines.push(Err(Oversize));
+        } else if !blank {
+            lines.push(Ok(line.to_vec()));
+        }
+    }
+    lines
+}
+
+/// How a framing input is read: the first byte is the line limit (0..=255, small so that the
+/// oversize paths are hit), the next three are piece sizes (1..=256, cycled), the rest is the
+/// stream. Shorter inputs are a stream on their own, with limit 16 and one-byte pieces.
+fn framing_setup(data: &[u8]) -> (usize, Vec<usize>, &[u8]) {
+    if data.len() < 4 {
+        return (16, vec![1], data);
+    }
+    let max = usize::from(data[0]);
+    let sizes = data[1..4].iter().map(|&b| usize::from(b) + 1).collect();
+    (max, sizes, &data[4..])
+}
+
+/// `framing`: whatever the pieces, the line buffer yields exactly the reference lines.
+pub(crate) fn framing(data: &[u8]) {
+    let (max, sizes, stream) = framing_setup(data);
+    let want = reference_split(stream, max);
+    let got = fuzzing::split_lines(stream, &sizes, max);
+    assert_eq!(
+        got, want,
+        "pieces {sizes:?}, limit {max}: the line buffer disagrees with the reference split"
+    );
+    let whole = fuzzing::split_lines(stream, &[usize::MAX], max);
+    assert_eq!(
+        whole, want,
+        "one piece, limit {max}: the line buffer disagrees with the reference split"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// message: classification against the JSON-RPC rules, valid errors, stable round trips
+// ---------------------------------------------------------------------------------------------
+
+/// What the rules (JSON-RPC 2.0 with MCP's ids; see issue 2, point 4) say one JSON value is.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Expect {
+    /// A request: it gets exactly one response carrying `id`.
+    Request {
+        id: Value,
+        method: String,
+        params: Option<Value>,
+    },
+    /// A notification: never a response.
+    Notification {
+        method: String,
+        params: Option<Value>,
+    },
+    /// A response from the peer: handed to the handler, never answered.
+    Response { id: Value, ok: bool },
+    /// Not a valid message: one `-32600` carrying `id` (null when no valid id can be read).
+    Invalid { id: Value },
+}
+
+impl Expect {
+    /// Whether the loop writes something back for this value.
+    fn is_answered(&self) -> bool {
+        matches!(self, Expect::Request { .. } | Expect::Invalid { .. })
+    }
+}
+
+/// A string or an integer: the only ids MCP allows.
+fn is_valid_id(v: &Value) -> bool {
+    v.is_string() || v.is_i64() || v.is_u64()
+}
+
+/// The rules, written out independently of `src/message.rs`.
+pub(crate) fn expect(value: &Value) -> Expect {
+    let Some(obj) = value.as_object() else {
+        return Expect::Invalid { id: Value::Null };
+    };
+    let has_method = obj.contains_key("method");
+    let id = match obj.get("id") {
+        None => None,
+        Some(v) if is_valid_id(v) => Some(v.clone()),
+        // A null id is how an error response answers a message whose id could not be read.
+        Some(Value::Null) if !has_method => None,
+        Some(_) => return Expect::Invalid { id: Value::Null },
+    };
+    let reply_id = id.clone().unwrap_or(Value::Null);
+    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Expect::Invalid { id: reply_id };
+    }
+    if let Some(method) = obj.get("method") {
+        let Some(method) = method.as_str() else {
+            return Expect::Invalid { id: reply_id };
+        };
+        let params = match obj.get("params") {
+            None => None,
+            Some(p) if p.is_object() || p.is_array() => Some(p.clone()),
+            Some(_) => return Expect::Invalid { id: reply_id },
+        };
+        let method = method.to_owned();
+        return match id {
+            Some(id) => Expect::Request { id, method, params },
+            None => Expect::Notification { method, params },
+        };
+    }
+    match (obj.get("result"), obj.get("error")) {
+        (Some(_), None) if id.is_some() => Expect::Response {
+            id: reply_id,
+            ok: true,
+        },
+        (None, Some(e)) if is_error_object(e) => Expect::Response {
+            id: reply_id,
+            ok: false,
+        },
+        _ => Expect::Invalid { id: reply_id },
+    }
+}
+
+fn is_error_object(e: &Value) -> bool {
+    e.get("code").is_some_and(Value::is_i64) && e.get("message").is_some_and(Value::is_string)
+}
+
+/// `message`: any line classifies without panicking, as the rules say; every error response is
+/// a valid JSON-RPC 2.0 error with the right id; accepted messages survive write → parse →
+/// write unchanged.
+pub(crate) fn message(line: &[u8]) {
+    let classified = fuzzing::classify(line);
+    let single = |c: Classified| match c {
+        Classified::Single(r) => r,
+        Classified::Batch(items) => panic!("a non-array line was classified as a batch {items:?}"),
+    };
+    match serde_json::from_slice::<Value>(line) {
+        Err(_) => {
+            let response = single(classified).expect_err("bytes that are not JSON were accepted");
+            check_error_response(&response, ErrorCode::PARSE_ERROR, &Value::Null);
+        }
+        Ok(Value::Array(items)) if items.is_empty() => {
+            let response = single(classified).expect_err("an empty batch was accepted");
+            check_error_response(&response, ErrorCode::INVALID_REQUEST, &Value::Null);
+        }
+        Ok(Value::Array(items)) => {
+            let Classified::Batch(got) = classified else {
+                panic!("an array was not classified as a batch");
+            };
+            assert_eq!(got.len(), items.len(), "a batch lost or gained elements");
+            for (item, got) in items.iter().zip(got) {
+                check_classified(item, got);
+            }
+        }
+        Ok(value) => check_classified(&value, single(classified)),
+    }
+}
+
+fn check_classified(value: &Value, got: Result<Message, Response>) {
+    let want = expect(value);
+    match (&want, got) {
+        (Expect::Invalid { id }, Err(response)) => {
+            check_error_response(&response, ErrorCode::INVALID_REQUEST, id);
+        }
+        (Expect::Request { id, method, params }, Ok(Message::Request(r))) => {
+            assert_eq!(&r.id.to_value(), id, "request id changed");
+            assert_eq!(&r.method, method, "request method changed");
+            assert_eq!(&r.params, params, "request params changed");
+            check_round_trip(&Message::Request(r));
+        }
+        (Expect::Notification { method, params }, Ok(Message::Notification(n))) => {
+            assert_eq!(&n.method, method, "notification method changed");
+            assert_eq!(&n.params, params, "notification params changed");
+            check_round_trip(&Message::Notification(n));
+        }
+        (Expect::Response { id, ok }, Ok(Message::Response(r))) => {
+            let got_id = r.id.as_ref().map_or(Value::Null, |i| i.to_value());
+            assert_eq!(&got_id, id, "response id changed");
+            assert_eq!(r.result.is_ok(), *ok, "result and error swapped");
+            check_round_trip(&Message::Response(r));
+        }
+        (want, got) => panic!("{value} was classified as {got:?}; the rules say {want:?}"),
+    }
+}
+
+/// A written line is compact JSON with exactly one `\n`, at its end.
+fn check_line_shape(line: &[u8]) {
+    assert_eq!(
+        line.last(),
+        Some(&b'\n'),
+        "a written line lacks its newline"
+    );
+    assert_eq!(
+        line.iter().filter(|&&b| b == b'\n').count(),
+        1,
+        "a written line holds a raw newline"
+    );
+}
+
+/// An error response is `{"jsonrpc":"2.0","id":<id>,"error":{"code":<code>,"message":<string>}}`.
+fn check_error_response(response: &Response, code: ErrorCode, id: &Value) {
+    let line = Message::Response(response.clone()).to_line();
+    check_line_shape(&line);
+    let value: Value = serde_json::from_slice(&line).expect("an error response is not JSON");
+    check_error_value(&value, code, id);
+}
+
+fn check_error_value(value: &Value, code: ErrorCode, id: &Value) {
+    let obj = value
+        .as_object()
+        .expect("an error response is not an object");
+    assert_eq!(obj.len(), 3, "an error response has other members: {value}");
+    assert_eq!(obj.get("jsonrpc"), Some(&Value::from("2.0")), "{value}");
+    assert_eq!(obj.get("id"), Some(id), "wrong id in {value}");
+    let error = obj["error"].as_object().expect("error is not an object");
+    assert!(
+        error["code"].is_i64(),
+        "error code is not an integer: {value}"
+    );
+    assert_eq!(
+        error["code"].as_i64(),
+        Some(code.0),
+        "wrong code in {value}"
+    );
+    assert!(
+        error["message"].is_string(),
+        "message is not a string: {value}"
+    );
+}
+
+/// Write → parse → write gives the same message and the same bytes.
+fn check_round_trip(message: &Message) {
+    let line = message.to_line();
+    check_line_shape(&line);
+    let again = Message::from_slice(&line[..line.len() - 1])
+        .unwrap_or_else(|e| panic!("a written message does not parse back: {e:?}"));
+    assert_eq!(
+        &again, message,
+        "a message changed on its way through its own line"
+    );
+    assert_eq!(again.to_line(), line, "writing a message is not stable");
+}
+
+// ---------------------------------------------------------------------------------------------
+// server_loop: the whole loop over real pipes
+// ---------------------------------------------------------------------------------------------
+
+/// The loop's message limit in the `server_loop` target: small, so oversize lines are common.
+pub(crate) const LOOP_MAX_MESSAGE_BYTES: usize = 512;
+
+/// A handler whose every answer can be predicted, and that never sleeps.
+///
+/// Methods: `echo` (its params, or null), `fail` (error `-32000`), `panic`, `notify` (sends a
+/// notification with its params first, then answers `true`); any other method is `-32601`.
+#[derive(Debug, Default)]
+pub(crate) struct EchoHandler;
+
+impl Handler for EchoHandler {
+    fn handle_request(&mut self, req: Request, cx: &mut Context<'_>) -> Result<Value, ErrorObject> {
+        match req.method.as_str() {
+            "echo" => Ok(req.params.unwrap_or(Value::Null)),
+            "fail" => Err(ErrorObject::new(ErrorCode(-32000), "failed on purpose")),
+            "panic" => panic!("the fuzz handler panics on purpose"),
+            "notify" => {
+                cx.notify("notifications/fuzz", req.params)
+                    .map_err(|e| ErrorObject::internal(e.to_string()))?;
+                Ok(Value::Bool(true))
+            }
+            other => Err(ErrorObject::method_not_found(other)),
+        }
+    }
+}
+
+/// What [`EchoHandler`] answers to a request, checked on the response object.
+pub(crate) fn check_echo_reply(method: &str, params: Option<&Value>, reply: &Map<String, Value>) {
+    let error_code = || reply.get("error").and_then(|e| e["code"].as_i64());
+    match method {
+        "echo" => assert_eq!(
+            reply.get("result"),
+            Some(params.unwrap_or(&Value::Null)),
+            "echo did not echo"
+        ),
+        "notify" => assert_eq!(reply.get("result"), Some(&Value::Bool(true))),
+        "fail" => assert_eq!(error_code(), Some(-32000)),
+        "panic" => assert_eq!(error_code(), Some(ErrorCode::INTERNAL_ERROR.0)),
+        _ => assert_eq!(error_code(), Some(ErrorCode::METHOD_NOT_FOUND.0)),
+    }
+}
+
+/// `server_loop` with [`EchoHandler`].
+pub(crate) fn server_loop(stream: &[u8]) {
+    server_loop_with(stream, EchoHandler, check_echo_reply);
+}
+
+/// `server_loop`: the loop, fed `stream` through a pipe in pieces, ends at end of input without
+/// panicking; every output line is JSON; every well-formed request gets exactly one response,
+/// with its id, in order; notifications and responses get none; every bad line gets one error.
+///
+/// The handler is a parameter so a richer one (the MCP demo handler) can be fuzzed the same
+/// way; `check_reply` checks what it answered to one request. Lines the handler sends on its
+/// own (they carry a `method`) are checked to be JSON and otherwise skipped.
+pub(crate) fn server_loop_with<H: Handler + Send + 'static>(
+    stream: &[u8],
+    handler: H,
+    check_reply: fn(&str, Option<&Value>, &Map<String, Value>),
+) {
+    let want = expect_loop_output(stream, LOOP_MAX_MESSAGE_BYTES);
+    let (outcome, output) = run_loop(stream, handler, LOOP_MAX_MESSAGE_BYTES);
+    assert_eq!(
+        outcome,
+        Outcome::Eof,
+        "the loop did not end at end of input"
+    );
+    if !output.is_empty() {
+        assert_eq!(output.last(), Some(&b'\n'), "the output ends mid-line");
+    }
+    let mut replies = Vec::new();
+    for line in output.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+        let value: Value = serde_json::from_slice(line).unwrap_or_else(|e| {
+            panic!(
+                "output line is not JSON ({e}): {}",
+                String::from_utf8_lossy(line)
+            )
+        });
+        if value.get("method").is_none() {
+            replies.push(value);
+        }
+    }
+    assert_eq!(
+        replies.len(),
+        want.len(),
+        "{} lines answered, {} expected: {replies:?} vs {want:?}",
+        replies.len(),
+        want.len()
+    );
+    for (got, want) in replies.iter().zip(&want) {
+        match want {
+            Answer::One(want) => check_reply_value(got, want, check_reply),
+            Answer::Batch(wants) => {
+                let got = got
+                    .as_array()
+                    .expect("a batch was not answered with an array");
+                assert_eq!(
+                    got.len(),
+                    wants.len(),
+                    "a batch answer lost or gained items"
+                );
+                for (got, want) in got.iter().zip(wants) {
+                    check_reply_value(got, want, check_reply);
+                }
+            }
+        }
+    }
+}
+
+/// What the loop writes for one input line.
+#[derive(Debug)]
+enum Answer {
+    One(Reply),
+    Batch(Vec<Reply>),
+}
+
+/// What one reply must be.
+#[derive(Debug)]
+enum Reply {
+    Error { code: ErrorCode, id: Value },
+    Request(Expect),
+}
+
+/// The answers the loop owes `stream`, line by line, from the reference split and the rules.
+fn expect_loop_output(stream: &[u8], max: usize) -> Vec<Answer> {
+    let mut answers = Vec::new();
+    for line in reference_split(stream, max) {
+        let error = |code| Reply::Error {
+            code,
+            id: Value::Null,
+        };
+        let Ok(line) = line else {
+            answers.push(Answer::One(error(ErrorCode::INVALID_REQUEST)));
+            continue;
+        };
+        match serde_json::from_slice::<Value>(&line) {
+            Err(_) => answers.push(Answer::One(error(ErrorCode::PARSE_ERROR))),
+            Ok(Value::Array(items)) if items.is_empty() => {
+                answers.push(Answer::One(error(ErrorCode::INVALID_REQUEST)));
+            }
+            Ok(Value::Array(items)) => {
+                let replies: Vec<Reply> = items.iter().filter_map(reply_for).collect();
+                if !replies.is_empty() {
+                    answers.push(Answer::Batch(replies));
+                }
+            }
+            Ok(value) => answers.extend(reply_for(&value).map(Answer::One)),
+        }
+    }
+    answers
+}
+
+fn reply_for(value: &Value) -> Option<Reply> {
+    let want = expect(value);
+    if !want.is_answered() {
+        return None;
+    }
+    Some(match want {
+        Expect::Invalid { id } => Reply::Error {
+            code: ErrorCode::INVALID_REQUEST,
+            id,
+        },
+        request => Reply::Request(request),
+    })
+}
+
+fn check_reply_value(
+    got: &Value,
+    want: &Reply,
+    check_reply: fn(&str, Option<&Value>, &Map<String, Value>),
+) {
+    match want {
+        Reply::Error { code, id } => check_error_value(got, *code, id),
+        Reply::Request(Expect::Request { id, method, params }) => {
+            let obj = got.as_object().expect("a response is not an object");
+            assert_eq!(obj.get("jsonrpc"), Some(&Value::from("2.0")), "{got}");
+            assert_eq!(
+                obj.get("id"),
+                Some(id),
+                "a response carries the wrong id: {got}"
+            );
+            assert_eq!(
+                obj.len(),
+                3,
+                "a response needs exactly id, jsonrpc and one of result and error: {got}"
+            );
+            assert!(
+                obj.contains_key("result") != obj.contains_key("error"),
+                "a response needs exactly one of result and error: {got}"
+            );
+            check_reply(method, params.as_ref(), obj);
+        }
+        Reply::Request(other) => unreachable!("only requests are answered: {other:?}"),
+    }
+}
+
+/// Serves `stream` (written through a pipe in pieces of varying size, then closed) with
+/// `handler`; returns how the loop ended and everything it wrote.
+// `std::io::pipe` is newer than the library's MSRV; tests and fuzz targets build with a current
+// toolchain (proptest, a dev-dependency, needs 1.88 anyway), the library does not use it.
+#[allow(clippy::incompatible_msrv)]
+pub(crate) fn run_loop<H: Handler + Send + 'static>(
+    stream: &[u8],
+    mut handler: H,
+    max_message_bytes: usize,
+) -> (Outcome, Vec<u8>) {
+    let (input_rx, mut input_tx) = std::io::pipe().expect("no pipe");
+    let (mut output_rx, output_tx) = std::io::pipe().expect("no pipe");
+    let server = thread::spawn(move || {
+        let outcome = Server::new()
+            .handle_signals(false)
+            .log_bad_input(false)
+            .idle_timeout(None)
+            .max_message_bytes(max_message_bytes)
+            .serve(input_rx.as_fd(), output_tx.as_fd(), &mut handler);
+        // Closing the output here is what ends the reader's `read_to_end`.
+        drop(output_tx);
+        outcome
+    });
+    // The loop keeps reading while its output waits (it queues up to its output bound), so
+    // writing everything before reading anything cannot deadlock.
+    let mut rest = stream;
+    for size in [1, 2, 5, 64, 700, 4096].into_iter().cycle() {
+        if rest.is_empty() {
+            break;
+        }
+        let n = size.min(rest.len());
+        input_tx
+            .write_all(&rest[..n])
+            .expect("the loop stopped reading its input");
+        rest = &rest[n..];
+    }
+    drop(input_tx);
+    let mut output = Vec::new();
+    output_rx
+        .read_to_end(&mut output)
+        .expect("reading the loop's output");
+    let outcome = match server.join() {
+        Ok(result) => result.expect("the loop failed"),
+        Err(_) => panic!("the loop panicked"),
+    };
+    (outcome, output)
+}

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Runs every cargo-fuzz target for SECONDS each (default 60) and fails on any crash.
+#
+# Usage: scripts/fuzz.sh [SECONDS]
+#
+# Needs a nightly toolchain (`cargo +nightly`); without one it says so and exits 0, because the
+# stable replay test (tests/fuzz_replay.rs) already guards the corpus and the regressions.
+# Installs cargo-fuzz when it is missing. New inputs go to fuzz/work/<target> (ignored by git);
+# the committed seeds in fuzz/corpus/<target> are read, never written. A crash leaves its input
+# in fuzz/artifacts/<target>/: minimise it (`cargo +nightly fuzz tmin <target> <file>`), fix the
+# bug, and commit the minimised input there as a regression case.
+set -euo pipefail
+
+seconds="${1:-60}"
+case "$seconds" in
+  '' | *[!0-9]*) echo "usage: $0 [SECONDS]" >&2; exit 2 ;;
+esac
+cd "$(dirname "$0")/.."
+
+if ! cargo +nightly --version >/dev/null 2>&1; then
+  echo "fuzz.sh: no nightly toolchain (cargo +nightly); skipping the fuzz run" >&2
+  exit 0
+fi
+if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
+  cargo install --locked cargo-fuzz
+fi
+
+# target:max_len. Inputs stay small so that each run is fast; the properties do not need more
+# (framing's line limit is at most 255 bytes, server_loop's is 512).
+targets=(framing:4096 message:4096 server_loop:4096)
+
+cargo +nightly fuzz build
+status=0
+for entry in "${targets[@]}"; do
+  target="${entry%%:*}"
+  max_len="${entry##*:}"
+  mkdir -p "fuzz/work/$target"
+  dict=()
+  if [[ "$target" != framing ]]; then
+    dict=(-dict=fuzz/jsonrpc.dict)
+  fi
+  echo "fuzz.sh: $target for ${seconds}s" >&2
+  # -timeout: one input taking this long is a hang, reported as a crash.
+  # -rss_limit_mb: a run growing past this is reported as a crash (memory must stay bounded).
+  if ! cargo +nightly fuzz run "$target" "fuzz/work/$target" "fuzz/corpus/$target" -- \
+    -max_total_time="$seconds" -max_len="$max_len" -rss_limit_mb=2048 -timeout=10 \
+    -print_final_stats=1 ${dict[@]+"${dict[@]}"}; then
+    echo "fuzz.sh: $target FAILED; the input is in fuzz/artifacts/$target/" >&2
+    status=1
+  fi
+done
+exit "$status"
