@@ -482,7 +482,7 @@ impl<S: 'static> McpServer<S> {
     fn handle_legacy(
         &mut self,
         method: &str,
-        params: &Map<String, Value>,
+        params: &mut Map<String, Value>,
         cx: &mut Context<'_>,
     ) -> Result<Value, ErrorObject> {
         if !LEGACY_METHODS.contains(&method) {
@@ -536,12 +536,12 @@ impl<S: 'static> McpServer<S> {
     /// A request that claims MCP 2026-07-28, its envelope already checked.
     fn handle_modern(
         &mut self,
-        request: &Request,
-        params: &Map<String, Value>,
+        id: &RequestId,
+        method: &str,
+        params: &mut Map<String, Value>,
         envelope: Envelope,
         cx: &mut Context<'_>,
     ) -> Result<Value, ErrorObject> {
-        let method = request.method.as_str();
         let scope = Scope {
             modern: true,
             version: envelope.version,
@@ -592,7 +592,7 @@ impl<S: 'static> McpServer<S> {
                 (self.complete(params, &scope, cx), false)
             }
             "subscriptions/listen" if self.change_notifications => {
-                return self.listen(&request.id, params, cx);
+                return self.listen(id, params, cx);
             }
             // `initialize`, `ping`, `logging/setLevel`, `resources/subscribe` and
             // `resources/unsubscribe` are gone in 2026-07-28, as are the methods of capabilities
@@ -729,20 +729,23 @@ impl<S: 'static> McpServer<S> {
         }
     }
 
+    /// `tools/call`. The arguments are moved out of `params` (the request's own, dropped
+    /// afterwards), never copied: a 10 MB argument is not duplicated on its way to the tool.
     fn call_tool(
         &mut self,
-        params: &Map<String, Value>,
+        params: &mut Map<String, Value>,
         scope: &Scope,
         cx: &mut Context<'_>,
     ) -> Result<Value, ErrorObject> {
+        let arguments = params.remove("arguments");
         let Some(name) = params.get("name").and_then(Value::as_str) else {
             return Err(ErrorObject::invalid_params(
                 "invalid params: tools/call needs a string \"name\"",
             ));
         };
-        let arguments = match params.get("arguments") {
+        let arguments = match arguments {
             None | Some(Value::Null) => Map::new(),
-            Some(Value::Object(map)) => map.clone(),
+            Some(Value::Object(map)) => map,
             Some(_) => {
                 return Err(ErrorObject::invalid_params(
                     "invalid params: tools/call \"arguments\" must be an object",
@@ -753,7 +756,12 @@ impl<S: 'static> McpServer<S> {
             return Err(ErrorObject::invalid_params(format!("unknown tool: {name}"))
                 .with_data(json!({ "name": name })));
         };
-        let binding = input::binding("tools/call", name, &Value::Object(arguments.clone()));
+        // The call's binding is for 2026-07-28 rounds only: the handshake era has one round.
+        let binding = if scope.modern {
+            input::binding_of_map("tools/call", name, &arguments)
+        } else {
+            String::new()
+        };
         let rounds = rounds_for(scope, params, &binding)?;
         let arguments = Arguments::from_map(arguments);
         let token = progress_token(params);
@@ -807,7 +815,11 @@ impl<S: 'static> McpServer<S> {
             vars = Arguments::from_map(matched);
             read
         };
-        let binding = input::binding("resources/read", uri, &Value::Null);
+        let binding = if scope.modern {
+            input::binding("resources/read", uri, &Value::Null)
+        } else {
+            String::new()
+        };
         let rounds = rounds_for(scope, params, &binding)?;
         let mut mcx = McpContext::new(child_context(cx), scope, progress_token(params), rounds);
         let outcome = read(&mut self.state, uri, &vars, &mut mcx);
@@ -828,10 +840,11 @@ impl<S: 'static> McpServer<S> {
 
     fn get_prompt(
         &mut self,
-        params: &Map<String, Value>,
+        params: &mut Map<String, Value>,
         scope: &Scope,
         cx: &mut Context<'_>,
     ) -> Result<Value, ErrorObject> {
+        let arguments = params.remove("arguments");
         let Some(name) = params.get("name").and_then(Value::as_str) else {
             return Err(ErrorObject::invalid_params(
                 "invalid params: prompts/get needs a string \"name\"",
@@ -843,9 +856,9 @@ impl<S: 'static> McpServer<S> {
                     .with_data(json!({ "name": name })),
             );
         };
-        let arguments = match params.get("arguments") {
+        let arguments = match arguments {
             None | Some(Value::Null) => Map::new(),
-            Some(Value::Object(map)) => map.clone(),
+            Some(Value::Object(map)) => map,
             Some(_) => {
                 return Err(ErrorObject::invalid_params(
                     "invalid params: prompts/get \"arguments\" must be an object",
@@ -861,7 +874,11 @@ impl<S: 'static> McpServer<S> {
             )));
         }
         let description = prompt.description_value().cloned();
-        let binding = input::binding("prompts/get", name, &Value::Object(arguments.clone()));
+        let binding = if scope.modern {
+            input::binding_of_map("prompts/get", name, &arguments)
+        } else {
+            String::new()
+        };
         let rounds = rounds_for(scope, params, &binding)?;
         let arguments = Arguments::from_map(arguments);
         let mut mcx = McpContext::new(child_context(cx), scope, progress_token(params), rounds);
@@ -1041,10 +1058,12 @@ impl<S: 'static> Handler for McpServer<S> {
         request: Request,
         cx: &mut Context<'_>,
     ) -> Result<Value, ErrorObject> {
-        let method = request.method.as_str();
-        let empty = Map::new();
-        let params = match &request.params {
-            None => &empty,
+        // Owned, so that the handlers can move values (a tool's arguments) out of the params
+        // instead of copying them.
+        let Request { id, method, params } = request;
+        let method = method.as_str();
+        let mut params = match params {
+            None => Map::new(),
             Some(Value::Object(map)) => map,
             Some(_) => {
                 return Err(ErrorObject::invalid_params(
@@ -1053,15 +1072,15 @@ impl<S: 'static> Handler for McpServer<S> {
             }
         };
         if self.session.version.is_some() {
-            return self.handle_legacy(method, params, cx);
+            return self.handle_legacy(method, &mut params, cx);
         }
-        if era::claims_modern(params) || era::has_envelope_keys(params) {
-            let envelope = era::parse(params)?;
-            return self.handle_modern(&request, params, envelope, cx);
+        if era::claims_modern(&params) || era::has_envelope_keys(&params) {
+            let envelope = era::parse(&params)?;
+            return self.handle_modern(&id, method, &mut params, envelope, cx);
         }
         match method {
             "ping" => Ok(json!({})),
-            "initialize" => self.initialize(params),
+            "initialize" => self.initialize(&params),
             _ if !LEGACY_METHODS.contains(&method) && !MODERN_METHODS.contains(&method) => {
                 Err(ErrorObject::method_not_found(method))
             }
