@@ -69,9 +69,25 @@ pub(crate) struct Session {
     pub(crate) log_level: LogLevel,
     /// URIs the client subscribed to with `resources/subscribe`.
     pub(crate) subscribed: BTreeSet<String>,
+    /// [`Session::scope`], kept between requests so that a request does not copy the
+    /// client's capabilities and info; `None` until first needed (and after `initialize`).
+    scope_cache: Option<Scope>,
 }
 
 impl Session {
+    /// The scope of a handshake-session request, from the cache when it is there. Give it
+    /// back with [`Session::return_scope`]. (A request that panics loses it: it is rebuilt.)
+    fn take_scope(&mut self) -> Scope {
+        self.scope_cache.take().unwrap_or_else(|| self.scope())
+    }
+
+    /// Puts a scope from [`Session::take_scope`] back, with the log level brought up to date
+    /// (`logging/setLevel` may have changed it; nothing else changes after `initialize`).
+    fn return_scope(&mut self, mut scope: Scope) {
+        scope.log_level = self.version.is_some().then_some(self.log_level);
+        self.scope_cache = Some(scope);
+    }
+
     fn scope(&self) -> Scope {
         Scope {
             modern: false,
@@ -223,6 +239,7 @@ impl<S: 'static> McpServer<S> {
                 ready: false,
                 log_level: LogLevel::Info,
                 subscribed: BTreeSet::new(),
+                scope_cache: None,
             },
             listeners: Vec::new(),
         }
@@ -452,6 +469,7 @@ impl<S: 'static> McpServer<S> {
             LATEST_PROTOCOL_VERSION
         };
         self.session.version = Some(version.to_owned());
+        self.session.scope_cache = None;
         self.session.client_capabilities = match params.get("capabilities") {
             Some(caps @ Value::Object(_)) => caps.clone(),
             _ => json!({}),
@@ -488,7 +506,20 @@ impl<S: 'static> McpServer<S> {
         if !LEGACY_METHODS.contains(&method) {
             return Err(ErrorObject::method_not_found(method));
         }
-        let scope = self.session.scope();
+        let scope = self.session.take_scope();
+        let result = self.serve_legacy(method, params, &scope, cx);
+        self.session.return_scope(scope);
+        result
+    }
+
+    /// [`McpServer::handle_legacy`] once the method is known and the scope at hand.
+    fn serve_legacy(
+        &mut self,
+        method: &str,
+        params: &mut Map<String, Value>,
+        scope: &Scope,
+        cx: &mut Context<'_>,
+    ) -> Result<Value, ErrorObject> {
         let size = self.page_size;
         let tools = !self.tools.is_empty();
         let resources = self.has_resources();
@@ -501,7 +532,7 @@ impl<S: 'static> McpServer<S> {
                 let items = self.tools.iter().map(|(t, _)| t.to_value()).collect();
                 page(items, params, "tools", size)
             }
-            "tools/call" if tools => self.call_tool(params, &scope, cx),
+            "tools/call" if tools => self.call_tool(params, scope, cx),
             "resources/list" if resources => {
                 let items = self.resources.iter().map(|(r, _)| r.to_value()).collect();
                 page(items, params, "resources", size)
@@ -510,7 +541,7 @@ impl<S: 'static> McpServer<S> {
                 let items = self.templates.iter().map(|(t, _)| t.to_value()).collect();
                 page(items, params, "resourceTemplates", size)
             }
-            "resources/read" if resources => self.read_resource(params, &scope, cx),
+            "resources/read" if resources => self.read_resource(params, scope, cx),
             "resources/subscribe" if subscriptions => {
                 let uri = subscription_uri(params, method)?;
                 self.session.subscribed.insert(uri);
@@ -525,8 +556,8 @@ impl<S: 'static> McpServer<S> {
                 let items = self.prompts.iter().map(|(p, _)| p.to_value()).collect();
                 page(items, params, "prompts", size)
             }
-            "prompts/get" if prompts => self.get_prompt(params, &scope, cx),
-            "completion/complete" if self.completion.is_some() => self.complete(params, &scope, cx),
+            "prompts/get" if prompts => self.get_prompt(params, scope, cx),
+            "completion/complete" if self.completion.is_some() => self.complete(params, scope, cx),
             "logging/setLevel" => self.set_level(params),
             // A method of a capability this server did not declare.
             _ => Err(ErrorObject::method_not_found(method)),
