@@ -38,7 +38,7 @@ use crate::message::{ErrorCode, ErrorObject, Message, Notification, Request, Req
 use crate::server::Server;
 
 type ToolFn<S> =
-    Box<dyn FnMut(&mut S, &Arguments, &mut McpContext<'_>) -> Result<ToolResult, ToolError>>;
+    Box<dyn FnMut(&mut S, &mut Arguments, &mut McpContext<'_>) -> Result<ToolResult, ToolError>>;
 type ReadFn<S> = Box<
     dyn FnMut(
         &mut S,
@@ -270,9 +270,34 @@ impl<S: 'static> McpServer<S> {
     /// Under MCP 2026-07-28 an input still missing ([`McpContext::input`]) makes the result
     /// `input_required`, and a capability the client lacks makes it `-32021`.
     pub fn tool(
+        self,
+        tool: Tool,
+        mut run: impl FnMut(&mut S, &Arguments, &mut McpContext<'_>) -> Result<ToolResult, ToolError>
+            + 'static,
+    ) -> McpServer<S> {
+        self.tool_mut(tool, move |state, args, cx| run(state, args, cx))
+    }
+
+    /// [`McpServer::tool`] whose function gets the arguments mutably, so that it can move
+    /// values out of them ([`Arguments::take`], [`Arguments::take_string`]) instead of copying
+    /// them: the way to echo or store a large argument without a copy of it. The arguments
+    /// belong to this one call; what the function leaves in them is dropped afterwards.
+    ///
+    /// # Example
+    /// ```no_run
+    /// use mcpipe::{McpServer, Tool, ToolResult};
+    ///
+    /// let mut server = McpServer::new("echo", "1.0.0", ()).tool_mut(
+    ///     Tool::new("echo", "Returns its text").arg("text", "string", "The text"),
+    ///     |_, args, _cx| Ok(ToolResult::text(args.take_string("text")?)),
+    /// );
+    /// server.serve_stdio()?;
+    /// # Ok::<(), mcpipe::Error>(())
+    /// ```
+    pub fn tool_mut(
         mut self,
         tool: Tool,
-        run: impl FnMut(&mut S, &Arguments, &mut McpContext<'_>) -> Result<ToolResult, ToolError>
+        run: impl FnMut(&mut S, &mut Arguments, &mut McpContext<'_>) -> Result<ToolResult, ToolError>
             + 'static,
     ) -> McpServer<S> {
         self.tools.retain(|(t, _)| t.name() != tool.name());
@@ -794,11 +819,11 @@ impl<S: 'static> McpServer<S> {
             String::new()
         };
         let rounds = rounds_for(scope, params, &binding)?;
-        let arguments = Arguments::from_map(arguments);
+        let mut arguments = Arguments::from_map(arguments);
         let token = progress_token(params);
         let state = &mut self.state;
         let mut mcx = McpContext::new(child_context(cx), scope, token, rounds);
-        let outcome = catch_panic(|| run(state, &arguments, &mut mcx));
+        let outcome = catch_panic(|| run(state, &mut arguments, &mut mcx));
         let (rounds, changes) = mcx.into_parts();
         self.deliver(changes, cx);
         if let Ok(returned) = &outcome {
