@@ -82,6 +82,27 @@ impl Arguments {
         self.map.get(name).filter(|v| !v.is_null())
     }
 
+    /// Moves an argument's value out (it is missing afterwards); `None` when missing or
+    /// `null`. Moving rather than copying matters for large values (see
+    /// [`McpServer::tool_mut`](crate::McpServer::tool_mut)).
+    pub fn take(&mut self, name: &str) -> Option<Value> {
+        self.map.remove(name).filter(|v| !v.is_null())
+    }
+
+    /// A required string, moved out of the arguments (it is missing afterwards).
+    ///
+    /// # Errors
+    /// As [`Arguments::string`]; the arguments are left as they were then.
+    pub fn take_string(&mut self, name: &str) -> Result<String, ToolError> {
+        // Checked first, so that a wrong argument stays where it was.
+        self.string(name)?;
+        match self.map.remove(name) {
+            Some(Value::String(s)) => Ok(s),
+            // Not reached: `string` has just seen a string under this name.
+            _ => Err(missing(name, "a string")),
+        }
+    }
+
     fn typed<'a, T>(
         &'a self,
         name: &str,
@@ -242,6 +263,20 @@ mod tests {
         assert_eq!(args.optional_string("a").unwrap(), None);
         assert_eq!(args.string_or("a", "d").unwrap(), "d");
         assert_eq!(args.integer("n").unwrap(), 2);
+    }
+
+    #[test]
+    fn taken_values_move_out_and_errors_leave_them_in_place() {
+        let mut args = Arguments::from_value(json!({"t": "hi", "n": 3, "z": null}));
+        assert_eq!(
+            args.take_string("n").unwrap_err().message(),
+            "argument \"n\" must be a string, got an integer"
+        );
+        assert_eq!(args.take("n"), Some(json!(3)));
+        assert_eq!(args.take_string("t").unwrap(), "hi");
+        assert!(args.take_string("t").is_err());
+        assert_eq!(args.take("z"), None);
+        assert!(args.as_map().is_empty());
     }
 
     #[test]

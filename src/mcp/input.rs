@@ -76,6 +76,16 @@ pub(crate) fn binding(method: &str, target: &str, arguments: &Value) -> String {
     format!("{method}\n{target}\n{arguments}")
 }
 
+/// [`binding`] of an arguments object, without wrapping (cloning) it into a [`Value`]: the
+/// same bytes as `binding(method, target, &Value::Object(arguments.clone()))`.
+pub(crate) fn binding_of_map(method: &str, target: &str, arguments: &Map<String, Value>) -> String {
+    let mut out = format!("{method}\n{target}\n").into_bytes();
+    // Serialising a map of `Value`s into a `Vec` cannot fail (string keys, infallible writes).
+    serde_json::to_writer(&mut out, arguments).expect("serialising a Map into a Vec cannot fail");
+    // serde_json writes UTF-8, and the prefix came from `&str`s.
+    String::from_utf8(out).expect("serde_json writes UTF-8")
+}
+
 /// The inputs of one round: answers known so far, what is still missing, and the handler's
 /// own state.
 #[derive(Debug, Default)]
@@ -264,6 +274,20 @@ mod tests {
                 assert!(open(&t, &b).is_err(), "{t}");
             }
         }
+    }
+
+    #[test]
+    fn a_binding_of_a_map_is_the_binding_of_its_value() {
+        let args = json!({ "b": [1, "x\n"], "a": { "z": null }, "c": 1.5 });
+        let map = args.as_object().unwrap();
+        assert_eq!(
+            binding_of_map("tools/call", "t", map),
+            binding("tools/call", "t", &args)
+        );
+        assert_eq!(
+            binding_of_map("prompts/get", "p", &Map::new()),
+            binding("prompts/get", "p", &json!({}))
+        );
     }
 
     #[test]

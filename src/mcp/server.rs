@@ -38,7 +38,7 @@ use crate::message::{ErrorCode, ErrorObject, Message, Notification, Request, Req
 use crate::server::Server;
 
 type ToolFn<S> =
-    Box<dyn FnMut(&mut S, &Arguments, &mut McpContext<'_>) -> Result<ToolResult, ToolError>>;
+    Box<dyn FnMut(&mut S, &mut Arguments, &mut McpContext<'_>) -> Result<ToolResult, ToolError>>;
 type ReadFn<S> = Box<
     dyn FnMut(
         &mut S,
@@ -69,9 +69,25 @@ pub(crate) struct Session {
     pub(crate) log_level: LogLevel,
     /// URIs the client subscribed to with `resources/subscribe`.
     pub(crate) subscribed: BTreeSet<String>,
+    /// [`Session::scope`], kept between requests so that a request does not copy the
+    /// client's capabilities and info; `None` until first needed (and after `initialize`).
+    scope_cache: Option<Scope>,
 }
 
 impl Session {
+    /// The scope of a handshake-session request, from the cache when it is there. Give it
+    /// back with [`Session::return_scope`]. (A request that panics loses it: it is rebuilt.)
+    fn take_scope(&mut self) -> Scope {
+        self.scope_cache.take().unwrap_or_else(|| self.scope())
+    }
+
+    /// Puts a scope from [`Session::take_scope`] back, with the log level brought up to date
+    /// (`logging/setLevel` may have changed it; nothing else changes after `initialize`).
+    fn return_scope(&mut self, mut scope: Scope) {
+        scope.log_level = self.version.is_some().then_some(self.log_level);
+        self.scope_cache = Some(scope);
+    }
+
     fn scope(&self) -> Scope {
         Scope {
             modern: false,
@@ -223,6 +239,7 @@ impl<S: 'static> McpServer<S> {
                 ready: false,
                 log_level: LogLevel::Info,
                 subscribed: BTreeSet::new(),
+                scope_cache: None,
             },
             listeners: Vec::new(),
         }
@@ -253,9 +270,34 @@ impl<S: 'static> McpServer<S> {
     /// Under MCP 2026-07-28 an input still missing ([`McpContext::input`]) makes the result
     /// `input_required`, and a capability the client lacks makes it `-32021`.
     pub fn tool(
+        self,
+        tool: Tool,
+        mut run: impl FnMut(&mut S, &Arguments, &mut McpContext<'_>) -> Result<ToolResult, ToolError>
+            + 'static,
+    ) -> McpServer<S> {
+        self.tool_mut(tool, move |state, args, cx| run(state, args, cx))
+    }
+
+    /// [`McpServer::tool`] whose function gets the arguments mutably, so that it can move
+    /// values out of them ([`Arguments::take`], [`Arguments::take_string`]) instead of copying
+    /// them: the way to echo or store a large argument without a copy of it. The arguments
+    /// belong to this one call; what the function leaves in them is dropped afterwards.
+    ///
+    /// # Example
+    /// ```no_run
+    /// use mcpipe::{McpServer, Tool, ToolResult};
+    ///
+    /// let mut server = McpServer::new("echo", "1.0.0", ()).tool_mut(
+    ///     Tool::new("echo", "Returns its text").arg("text", "string", "The text"),
+    ///     |_, args, _cx| Ok(ToolResult::text(args.take_string("text")?)),
+    /// );
+    /// server.serve_stdio()?;
+    /// # Ok::<(), mcpipe::Error>(())
+    /// ```
+    pub fn tool_mut(
         mut self,
         tool: Tool,
-        run: impl FnMut(&mut S, &Arguments, &mut McpContext<'_>) -> Result<ToolResult, ToolError>
+        run: impl FnMut(&mut S, &mut Arguments, &mut McpContext<'_>) -> Result<ToolResult, ToolError>
             + 'static,
     ) -> McpServer<S> {
         self.tools.retain(|(t, _)| t.name() != tool.name());
@@ -452,6 +494,7 @@ impl<S: 'static> McpServer<S> {
             LATEST_PROTOCOL_VERSION
         };
         self.session.version = Some(version.to_owned());
+        self.session.scope_cache = None;
         self.session.client_capabilities = match params.get("capabilities") {
             Some(caps @ Value::Object(_)) => caps.clone(),
             _ => json!({}),
@@ -482,13 +525,26 @@ impl<S: 'static> McpServer<S> {
     fn handle_legacy(
         &mut self,
         method: &str,
-        params: &Map<String, Value>,
+        params: &mut Map<String, Value>,
         cx: &mut Context<'_>,
     ) -> Result<Value, ErrorObject> {
         if !LEGACY_METHODS.contains(&method) {
             return Err(ErrorObject::method_not_found(method));
         }
-        let scope = self.session.scope();
+        let scope = self.session.take_scope();
+        let result = self.serve_legacy(method, params, &scope, cx);
+        self.session.return_scope(scope);
+        result
+    }
+
+    /// [`McpServer::handle_legacy`] once the method is known and the scope at hand.
+    fn serve_legacy(
+        &mut self,
+        method: &str,
+        params: &mut Map<String, Value>,
+        scope: &Scope,
+        cx: &mut Context<'_>,
+    ) -> Result<Value, ErrorObject> {
         let size = self.page_size;
         let tools = !self.tools.is_empty();
         let resources = self.has_resources();
@@ -501,7 +557,7 @@ impl<S: 'static> McpServer<S> {
                 let items = self.tools.iter().map(|(t, _)| t.to_value()).collect();
                 page(items, params, "tools", size)
             }
-            "tools/call" if tools => self.call_tool(params, &scope, cx),
+            "tools/call" if tools => self.call_tool(params, scope, cx),
             "resources/list" if resources => {
                 let items = self.resources.iter().map(|(r, _)| r.to_value()).collect();
                 page(items, params, "resources", size)
@@ -510,7 +566,7 @@ impl<S: 'static> McpServer<S> {
                 let items = self.templates.iter().map(|(t, _)| t.to_value()).collect();
                 page(items, params, "resourceTemplates", size)
             }
-            "resources/read" if resources => self.read_resource(params, &scope, cx),
+            "resources/read" if resources => self.read_resource(params, scope, cx),
             "resources/subscribe" if subscriptions => {
                 let uri = subscription_uri(params, method)?;
                 self.session.subscribed.insert(uri);
@@ -525,8 +581,8 @@ impl<S: 'static> McpServer<S> {
                 let items = self.prompts.iter().map(|(p, _)| p.to_value()).collect();
                 page(items, params, "prompts", size)
             }
-            "prompts/get" if prompts => self.get_prompt(params, &scope, cx),
-            "completion/complete" if self.completion.is_some() => self.complete(params, &scope, cx),
+            "prompts/get" if prompts => self.get_prompt(params, scope, cx),
+            "completion/complete" if self.completion.is_some() => self.complete(params, scope, cx),
             "logging/setLevel" => self.set_level(params),
             // A method of a capability this server did not declare.
             _ => Err(ErrorObject::method_not_found(method)),
@@ -536,12 +592,12 @@ impl<S: 'static> McpServer<S> {
     /// A request that claims MCP 2026-07-28, its envelope already checked.
     fn handle_modern(
         &mut self,
-        request: &Request,
-        params: &Map<String, Value>,
+        id: &RequestId,
+        method: &str,
+        params: &mut Map<String, Value>,
         envelope: Envelope,
         cx: &mut Context<'_>,
     ) -> Result<Value, ErrorObject> {
-        let method = request.method.as_str();
         let scope = Scope {
             modern: true,
             version: envelope.version,
@@ -592,7 +648,7 @@ impl<S: 'static> McpServer<S> {
                 (self.complete(params, &scope, cx), false)
             }
             "subscriptions/listen" if self.change_notifications => {
-                return self.listen(&request.id, params, cx);
+                return self.listen(id, params, cx);
             }
             // `initialize`, `ping`, `logging/setLevel`, `resources/subscribe` and
             // `resources/unsubscribe` are gone in 2026-07-28, as are the methods of capabilities
@@ -729,20 +785,23 @@ impl<S: 'static> McpServer<S> {
         }
     }
 
+    /// `tools/call`. The arguments are moved out of `params` (the request's own, dropped
+    /// afterwards), never copied: a 10 MB argument is not duplicated on its way to the tool.
     fn call_tool(
         &mut self,
-        params: &Map<String, Value>,
+        params: &mut Map<String, Value>,
         scope: &Scope,
         cx: &mut Context<'_>,
     ) -> Result<Value, ErrorObject> {
+        let arguments = params.remove("arguments");
         let Some(name) = params.get("name").and_then(Value::as_str) else {
             return Err(ErrorObject::invalid_params(
                 "invalid params: tools/call needs a string \"name\"",
             ));
         };
-        let arguments = match params.get("arguments") {
+        let arguments = match arguments {
             None | Some(Value::Null) => Map::new(),
-            Some(Value::Object(map)) => map.clone(),
+            Some(Value::Object(map)) => map,
             Some(_) => {
                 return Err(ErrorObject::invalid_params(
                     "invalid params: tools/call \"arguments\" must be an object",
@@ -753,13 +812,18 @@ impl<S: 'static> McpServer<S> {
             return Err(ErrorObject::invalid_params(format!("unknown tool: {name}"))
                 .with_data(json!({ "name": name })));
         };
-        let binding = input::binding("tools/call", name, &Value::Object(arguments.clone()));
+        // The call's binding is for 2026-07-28 rounds only: the handshake era has one round.
+        let binding = if scope.modern {
+            input::binding_of_map("tools/call", name, &arguments)
+        } else {
+            String::new()
+        };
         let rounds = rounds_for(scope, params, &binding)?;
-        let arguments = Arguments::from_map(arguments);
+        let mut arguments = Arguments::from_map(arguments);
         let token = progress_token(params);
         let state = &mut self.state;
         let mut mcx = McpContext::new(child_context(cx), scope, token, rounds);
-        let outcome = catch_panic(|| run(state, &arguments, &mut mcx));
+        let outcome = catch_panic(|| run(state, &mut arguments, &mut mcx));
         let (rounds, changes) = mcx.into_parts();
         self.deliver(changes, cx);
         if let Ok(returned) = &outcome {
@@ -807,7 +871,11 @@ impl<S: 'static> McpServer<S> {
             vars = Arguments::from_map(matched);
             read
         };
-        let binding = input::binding("resources/read", uri, &Value::Null);
+        let binding = if scope.modern {
+            input::binding("resources/read", uri, &Value::Null)
+        } else {
+            String::new()
+        };
         let rounds = rounds_for(scope, params, &binding)?;
         let mut mcx = McpContext::new(child_context(cx), scope, progress_token(params), rounds);
         let outcome = read(&mut self.state, uri, &vars, &mut mcx);
@@ -828,10 +896,11 @@ impl<S: 'static> McpServer<S> {
 
     fn get_prompt(
         &mut self,
-        params: &Map<String, Value>,
+        params: &mut Map<String, Value>,
         scope: &Scope,
         cx: &mut Context<'_>,
     ) -> Result<Value, ErrorObject> {
+        let arguments = params.remove("arguments");
         let Some(name) = params.get("name").and_then(Value::as_str) else {
             return Err(ErrorObject::invalid_params(
                 "invalid params: prompts/get needs a string \"name\"",
@@ -843,9 +912,9 @@ impl<S: 'static> McpServer<S> {
                     .with_data(json!({ "name": name })),
             );
         };
-        let arguments = match params.get("arguments") {
+        let arguments = match arguments {
             None | Some(Value::Null) => Map::new(),
-            Some(Value::Object(map)) => map.clone(),
+            Some(Value::Object(map)) => map,
             Some(_) => {
                 return Err(ErrorObject::invalid_params(
                     "invalid params: prompts/get \"arguments\" must be an object",
@@ -861,7 +930,11 @@ impl<S: 'static> McpServer<S> {
             )));
         }
         let description = prompt.description_value().cloned();
-        let binding = input::binding("prompts/get", name, &Value::Object(arguments.clone()));
+        let binding = if scope.modern {
+            input::binding_of_map("prompts/get", name, &arguments)
+        } else {
+            String::new()
+        };
         let rounds = rounds_for(scope, params, &binding)?;
         let arguments = Arguments::from_map(arguments);
         let mut mcx = McpContext::new(child_context(cx), scope, progress_token(params), rounds);
@@ -1041,10 +1114,12 @@ impl<S: 'static> Handler for McpServer<S> {
         request: Request,
         cx: &mut Context<'_>,
     ) -> Result<Value, ErrorObject> {
-        let method = request.method.as_str();
-        let empty = Map::new();
-        let params = match &request.params {
-            None => &empty,
+        // Owned, so that the handlers can move values (a tool's arguments) out of the params
+        // instead of copying them.
+        let Request { id, method, params } = request;
+        let method = method.as_str();
+        let mut params = match params {
+            None => Map::new(),
             Some(Value::Object(map)) => map,
             Some(_) => {
                 return Err(ErrorObject::invalid_params(
@@ -1053,15 +1128,15 @@ impl<S: 'static> Handler for McpServer<S> {
             }
         };
         if self.session.version.is_some() {
-            return self.handle_legacy(method, params, cx);
+            return self.handle_legacy(method, &mut params, cx);
         }
-        if era::claims_modern(params) || era::has_envelope_keys(params) {
-            let envelope = era::parse(params)?;
-            return self.handle_modern(&request, params, envelope, cx);
+        if era::claims_modern(&params) || era::has_envelope_keys(&params) {
+            let envelope = era::parse(&params)?;
+            return self.handle_modern(&id, method, &mut params, envelope, cx);
         }
         match method {
             "ping" => Ok(json!({})),
-            "initialize" => self.initialize(params),
+            "initialize" => self.initialize(&params),
             _ if !LEGACY_METHODS.contains(&method) && !MODERN_METHODS.contains(&method) => {
                 Err(ErrorObject::method_not_found(method))
             }

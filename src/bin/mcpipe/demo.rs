@@ -170,15 +170,16 @@ fn demo_server(allow_run: bool) -> McpServer<Demo> {
         .instructions(
             "A demo server: echo, fail, panic, sleep (cancellable, with progress) and stats.",
         )
-        .tool(
+        .tool_mut(
             Tool::new("echo", "Returns the text it is given").arg(
                 "text",
                 "string",
                 "Text to return",
             ),
             |demo, args, _cx| {
-                let text = args.string("text")?;
-                demo.remember(text);
+                // Moved, not copied, into the result: a 10 MB text is not duplicated here.
+                let text = args.take_string("text")?;
+                demo.remember(&text);
                 Ok(ToolResult::text(text))
             },
         )
