@@ -152,3 +152,54 @@ for name, data in LINES.items():
 write("framing", "tiny-limit-zero", bytes([0, 0, 0, 0]) + b"\n \n\r\n\xef\xbb\xbf\nx\n")
 write("framing", "bom-only-lines", bytes([3, 0, 1, 2]) + b"\xef\xbb\xbf\r\n\xef\xbb\xbf\nabc\r\r\n")
 write("framing", "crlf-at-limit", bytes([4, 0, 3, 4]) + b"abcd\r\nabcde\r\nabcd\r\r\nabc")
+
+# server_loop_mcp: the MCP layer behind the loop.
+INIT = line({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "fuzz", "version": "0"}}}) + b"\n"
+INIT_0326 = line({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "fuzz", "version": "0"}}}) + b"\n"
+INITIALIZED = line({"jsonrpc": "2.0", "method": "notifications/initialized"}) + b"\n"
+def call(i, name, args):
+    return line({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": name, "arguments": args}}) + b"\n"
+MODERN_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+MCP_STREAMS = {
+    "burst": BURST,
+    "session": INIT + INITIALIZED + line({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}) + b"\n" + call(2, "echo", {"text": "hi"}) + call(3, "fail", {}) + call(4, "panic", {}) + call(5, "nope", {}) + call(6, "echo", {"text": 7}),
+    "resources-prompts": INIT + INITIALIZED + line({"jsonrpc": "2.0", "id": 1, "method": "resources/list"}) + b"\n" + line({"jsonrpc": "2.0", "id": 2, "method": "resources/read", "params": {"uri": "fuzz://readme"}}) + b"\n" + line({"jsonrpc": "2.0", "id": 3, "method": "resources/read", "params": {"uri": "fuzz://none"}}) + b"\n" + line({"jsonrpc": "2.0", "id": 4, "method": "prompts/get", "params": {"name": "greet"}}) + b"\n",
+    "cancel-queued": INIT + call(1, "echo", {"text": "a"}) + line({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}) + b"\n" + call(2, "echo", {"text": "b"}),
+    "before-initialize": call(1, "echo", {"text": "a"}) + line({"jsonrpc": "2.0", "id": 2, "method": "ping"}) + b"\n" + INIT + INIT,
+    "batch-2025-03-26": INIT_0326 + INITIALIZED + b"[" + line({"jsonrpc": "2.0", "id": 1, "method": "ping"}) + b"," + line({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}) + b"]\n",
+    "batch-refused": INIT + b"[" + line({"jsonrpc": "2.0", "id": 1, "method": "ping"}) + b"]\n",
+    "modern": line({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": MODERN_META}}) + b"\n" + line({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "m"}, "_meta": MODERN_META}}) + b"\n" + line({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {}}) + b"\n",
+    "logging-progress": INIT + line({"jsonrpc": "2.0", "id": 1, "method": "logging/setLevel", "params": {"level": "debug"}}) + b"\n" + line({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "p"}, "_meta": {"progressToken": "t"}}}) + b"\n",
+    "bad-lines": b"\n".join(v for k, v in LINES.items() if k.startswith("bad-")) + b"\n" + INIT + call(1, "echo", {"text": "after"}),
+}
+for name, data in MCP_STREAMS.items():
+    write("server_loop_mcp", name, data)
+
+# client_responses: a mode byte (bit 0: the server waits for stdin to close; bit 1: modern
+# era), then the server's output. The client's first request has id 1.
+INIT_RESULT = line({"jsonrpc": "2.0", "id": 1, "result": {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": {"name": "s", "version": "0"}}}) + b"\n"
+TOOLS = line({"jsonrpc": "2.0", "id": 2, "result": {"tools": [{"name": "echo", "inputSchema": {"type": "object"}}], "nextCursor": "c"}}) + b"\n" + line({"jsonrpc": "2.0", "id": 3, "result": {"tools": []}}) + b"\n"
+DISCOVER = line({"jsonrpc": "2.0", "id": 1, "result": {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}}, "resultType": "complete"}}) + b"\n"
+CLIENT = {
+    "nothing": b"",
+    "handshake-then-exit": INIT_RESULT,
+    "handshake-and-tools": INIT_RESULT + TOOLS,
+    "garbage-then-handshake": b"not json\n\x00\xff\n" + INIT_RESULT + TOOLS,
+    "server-requests": INIT_RESULT + line({"jsonrpc": "2.0", "id": "s1", "method": "ping"}) + b"\n" + line({"jsonrpc": "2.0", "id": "s2", "method": "roots/list"}) + b"\n" + line({"jsonrpc": "2.0", "id": "s3", "method": "sampling/createMessage", "params": {}}) + b"\n" + TOOLS,
+    "notifications-and-progress": INIT_RESULT + line({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 2, "progress": 1}}) + b"\n" + line({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "x"}}) + b"\n" + TOOLS,
+    "unsupported-version": line({"jsonrpc": "2.0", "id": 1, "result": {"protocolVersion": "1999-01-01", "capabilities": {}, "serverInfo": {"name": "s", "version": "0"}}}) + b"\n",
+    "result-not-object": line({"jsonrpc": "2.0", "id": 1, "result": 5}) + b"\n",
+    "error-to-initialize": line({"jsonrpc": "2.0", "id": 1, "error": {"code": -32601, "message": "no"}}) + b"\n",
+    "null-id-error": line({"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "parse"}}) + b"\n" + INIT_RESULT,
+    "duplicate-and-unknown-ids": INIT_RESULT + INIT_RESULT + line({"jsonrpc": "2.0", "id": 99, "result": {}}) + b"\n" + TOOLS,
+    "huge-line": b"x" * 5000 + b"\n" + INIT_RESULT,
+    "batch-answer": b"[" + INIT_RESULT.strip() + b"]\n",
+    "no-newline": INIT_RESULT.strip(),
+}
+for name, data in CLIENT.items():
+    write("client_responses", "exit-" + name, bytes([0]) + data)
+    write("client_responses", "stay-" + name, bytes([1]) + data)
+write("client_responses", "modern-discover", bytes([2]) + DISCOVER + TOOLS)
+write("client_responses", "modern-discover-stay", bytes([3]) + DISCOVER + TOOLS)
+write("client_responses", "modern-unsupported", bytes([3]) + line({"jsonrpc": "2.0", "id": 1, "error": {"code": -32022, "message": "v", "data": {"supported": ["2026-07-28"], "requested": "x"}}}) + b"\n")
+write("client_responses", "modern-input-required", bytes([3]) + DISCOVER + line({"jsonrpc": "2.0", "id": 2, "result": {"resultType": "input_required", "inputRequests": {"r": {"method": "roots/list", "params": {}}}, "requestState": "s"}}) + b"\n")

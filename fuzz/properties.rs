@@ -480,12 +480,24 @@ fn check_reply_value(
 #[allow(clippy::incompatible_msrv)]
 pub(crate) fn run_loop<H: Handler + Send + 'static>(
     stream: &[u8],
-    mut handler: H,
+    handler: H,
+    max_message_bytes: usize,
+) -> (Outcome, Vec<u8>) {
+    run_loop_built(stream, move || handler, max_message_bytes)
+}
+
+/// [`run_loop`] with a handler built on the loop's own thread (an `McpServer`, whose tool
+/// functions need not be `Send`).
+#[allow(clippy::incompatible_msrv)]
+pub(crate) fn run_loop_built<H: Handler + 'static>(
+    stream: &[u8],
+    build: impl FnOnce() -> H + Send + 'static,
     max_message_bytes: usize,
 ) -> (Outcome, Vec<u8>) {
     let (input_rx, mut input_tx) = std::io::pipe().expect("no pipe");
     let (mut output_rx, output_tx) = std::io::pipe().expect("no pipe");
     let server = thread::spawn(move || {
+        let mut handler = build();
         let outcome = Server::new()
             .handle_signals(false)
             .log_bad_input(false)
@@ -519,4 +531,232 @@ pub(crate) fn run_loop<H: Handler + Send + 'static>(
         Err(_) => panic!("the loop panicked"),
     };
     (outcome, output)
+}
+
+// ---------------------------------------------------------------------------------------------
+// server_loop_mcp: the loop with the MCP layer
+// ---------------------------------------------------------------------------------------------
+
+/// An MCP server like the demo, minus anything slow: tools `echo`, `fail` and `panic`, a
+/// resource and a prompt.
+fn mcp_server() -> mcpipe::McpServer<u64> {
+    use mcpipe::{
+        Content, McpServer, Prompt, PromptMessage, Resource, ResourceContents, Tool, ToolResult,
+    };
+    McpServer::new("fuzz", "0", 0u64)
+        .tool(
+            Tool::new("echo", "echo").arg("text", "string", "text"),
+            |calls, args, _cx| {
+                *calls += 1;
+                Ok(ToolResult::text(args.string("text")?))
+            },
+        )
+        .tool(Tool::new("fail", "fail"), |_, _, _| {
+            Err("failed on purpose".into())
+        })
+        .tool(Tool::new("panic", "panic"), |_, _, _| {
+            panic!("the fuzz tool panics on purpose")
+        })
+        .resource(Resource::new("fuzz://readme", "readme"), |_, uri, _cx| {
+            Ok(vec![ResourceContents::text(
+                uri,
+                Some("text/plain"),
+                "readme",
+            )])
+        })
+        .prompt(Prompt::new("greet", "greet"), |_, _, _| {
+            Ok(vec![PromptMessage::user(Content::text("hello"))])
+        })
+}
+
+/// `server_loop_mcp`: the loop with the MCP layer, fed `stream` in pieces, ends at end of input
+/// without panicking; every output line is JSON; every well-formed request gets exactly one
+/// response unless a `notifications/cancelled` in the stream names it (then at most one: it may
+/// have run before the cancellation arrived); no response carries an id no request had.
+/// Batches are answered as one array or one error depending on the negotiated version, so a
+/// stream with a batch is checked only for valid JSON and unknown ids.
+pub(crate) fn server_loop_mcp(stream: &[u8]) {
+    let mut requests: Vec<Value> = Vec::new();
+    let mut cancelled: Vec<Value> = Vec::new();
+    let mut has_batch = false;
+    for line in reference_split(stream, LOOP_MAX_MESSAGE_BYTES)
+        .into_iter()
+        .flatten()
+    {
+        let items = match serde_json::from_slice::<Value>(&line) {
+            Ok(Value::Array(items)) => {
+                has_batch = true;
+                items
+            }
+            Ok(value) => vec![value],
+            Err(_) => continue,
+        };
+        for value in &items {
+            match expect(value) {
+                Expect::Request { id, .. } => requests.push(id),
+                Expect::Notification { method, params } if method == "notifications/cancelled" => {
+                    if let Some(id) = params.as_ref().and_then(|p| p.get("requestId")) {
+                        cancelled.push(id.clone());
+                    }
+                }
+                Expect::Invalid { id } if !id.is_null() => requests.push(id),
+                _ => {}
+            }
+        }
+    }
+    let (outcome, output) = run_loop_built(stream, mcp_server, LOOP_MAX_MESSAGE_BYTES);
+    assert_eq!(
+        outcome,
+        Outcome::Eof,
+        "the loop did not end at end of input"
+    );
+    if !output.is_empty() {
+        assert_eq!(output.last(), Some(&b'\n'), "the output ends mid-line");
+    }
+    let mut answered: Vec<Value> = Vec::new();
+    for line in output.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+        let value: Value = serde_json::from_slice(line).unwrap_or_else(|e| {
+            panic!(
+                "output line is not JSON ({e}): {}",
+                String::from_utf8_lossy(line)
+            )
+        });
+        let items = match value {
+            Value::Array(items) => items,
+            other => vec![other],
+        };
+        for item in items {
+            if item.get("method").is_some() {
+                continue; // a notification the server sent on its own (progress, logs)
+            }
+            let id = item.get("id").cloned().unwrap_or(Value::Null);
+            assert!(
+                item.get("result").is_some() != item.get("error").is_some(),
+                "a response needs exactly one of result and error: {item}"
+            );
+            if !id.is_null() {
+                assert!(
+                    requests.contains(&id),
+                    "a response to an id nobody sent: {item}"
+                );
+                answered.push(id);
+            }
+        }
+    }
+    if has_batch {
+        return;
+    }
+    for id in &requests {
+        let sent = requests.iter().filter(|r| *r == id).count();
+        let got = answered.iter().filter(|a| *a == id).count();
+        if cancelled.contains(id) {
+            assert!(
+                got <= sent,
+                "id {id} answered {got} times for {sent} requests"
+            );
+        } else {
+            assert_eq!(got, sent, "id {id}: {sent} requests, {got} responses");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// client_responses: the client against a server whose output is arbitrary bytes
+// ---------------------------------------------------------------------------------------------
+
+/// `client_responses`: the first byte picks the mode (bit 0: the server stays until its stdin
+/// closes instead of exiting at once; bit 1: the modern era instead of the handshake era), the
+/// rest is everything the server writes on stdout. The client must not panic, must return
+/// from the handshake, a request and `close` within their deadlines, must only report a
+/// handshake-era connection when the output held an `initialize` result with a version it
+/// speaks, and must leave no process behind.
+pub(crate) fn client_responses(data: &[u8]) {
+    use mcpipe::{Client, Era};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::{Duration, Instant};
+
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let (mode, output) = data.split_first().map_or((0, data), |(m, rest)| (*m, rest));
+    let path = std::env::temp_dir().join(format!(
+        "mcpipe-fuzz-client-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::write(&path, output).expect("writing the server's output");
+    let script = if mode & 1 == 0 {
+        "cat \"$0\""
+    } else {
+        "cat \"$0\"; exec cat >/dev/null"
+    };
+    let era = if mode & 2 == 0 {
+        Era::Legacy
+    } else {
+        Era::Modern
+    };
+    let started = Instant::now();
+    let spawned = Client::builder("sh")
+        .args(["-c", script])
+        .arg(&path)
+        .era(era)
+        .init_timeout(Duration::from_millis(100))
+        .timeout(Duration::from_millis(100))
+        .max_total(Duration::from_millis(300))
+        .close_timeouts(Duration::from_millis(200), Duration::from_millis(200))
+        .log_bad_lines(false)
+        .spawn();
+    // Generous bounds: they catch a hang, not a slow machine.
+    let bound = Duration::from_secs(5);
+    match spawned {
+        Ok(mut client) => {
+            if era == Era::Legacy {
+                // A response may also arrive inside a batch (an array), which the client accepts.
+                let is_handshake = |v: &Value| {
+                    v["result"]["protocolVersion"]
+                        .as_str()
+                        .is_some_and(|pv| mcpipe::PROTOCOL_VERSIONS.contains(&pv))
+                };
+                let real_handshake = output.split(|&b| b == b'\n').any(|line| {
+                    match serde_json::from_slice::<Value>(line) {
+                        Ok(Value::Array(items)) => items.iter().any(is_handshake),
+                        Ok(v) => is_handshake(&v),
+                        Err(_) => false,
+                    }
+                });
+                assert!(
+                    real_handshake,
+                    "the client reported a handshake the server never made"
+                );
+            }
+            let began = Instant::now();
+            if let Err(e) = client.list_tools() {
+                assert!(!e.to_string().is_empty());
+            }
+            assert!(
+                began.elapsed() < bound,
+                "list_tools took {:?}",
+                began.elapsed()
+            );
+            let pid = client.pid();
+            let shutdown = client.close();
+            assert!(
+                shutdown.elapsed < bound,
+                "close took {:?}",
+                shutdown.elapsed
+            );
+            if let Some(pid) = pid {
+                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+                let alive = stat
+                    .rsplit_once(')')
+                    .is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X']));
+                assert!(!alive, "the server outlived close");
+            }
+        }
+        Err(e) => assert!(!e.to_string().is_empty(), "an error without a message"),
+    }
+    assert!(
+        started.elapsed() < 2 * bound,
+        "the whole exchange took {:?}",
+        started.elapsed()
+    );
+    let _ = std::fs::remove_file(&path);
 }

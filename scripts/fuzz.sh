@@ -26,8 +26,8 @@ if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
 fi
 
 # target:max_len. Inputs stay small so that each run is fast; the properties do not need more
-# (framing's line limit is at most 255 bytes, server_loop's is 512).
-targets=(framing:4096 message:4096 server_loop:4096)
+# (framing's line limit is at most 255 bytes, the loops' is 512).
+targets=(framing:4096 message:4096 server_loop:4096 server_loop_mcp:4096 client_responses:4096)
 
 cargo +nightly fuzz build
 status=0

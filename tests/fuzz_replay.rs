@@ -19,10 +19,12 @@ const PER_INPUT: Duration = Duration::from_secs(30);
 /// A fuzz target's property: panics when the input breaks it.
 type Property = fn(&[u8]);
 
-const TARGETS: [(&str, Property); 3] = [
+const TARGETS: [(&str, Property); 5] = [
     ("framing", properties::framing),
     ("message", properties::message),
     ("server_loop", properties::server_loop),
+    ("server_loop_mcp", properties::server_loop_mcp),
+    ("client_responses", properties::client_responses),
 ];
 
 fn fuzz_dir() -> PathBuf {
@@ -102,6 +104,16 @@ fn message_corpus_and_regressions_hold() {
 #[test]
 fn server_loop_corpus_and_regressions_hold() {
     replay("server_loop", properties::server_loop);
+}
+
+#[test]
+fn server_loop_mcp_corpus_and_regressions_hold() {
+    replay("server_loop_mcp", properties::server_loop_mcp);
+}
+
+#[test]
+fn client_responses_corpus_and_regressions_hold() {
+    replay("client_responses", properties::client_responses);
 }
 
 /// The replay must not pass by testing nothing: every target has seeds.
