@@ -1,12 +1,12 @@
 //! The client against deliberately broken servers, and the retry policy.
 
-mod client_util;
+mod util;
 
 use std::time::{Duration, Instant};
 
-use client_util::{fixture, watchdog};
 use mcpipe::{Error, RequestOptions, RetryPolicy};
 use serde_json::json;
+use util::client::{fixture, watchdog};
 
 const LIMIT: Duration = Duration::from_secs(40);
 

@@ -1,12 +1,12 @@
 //! The close sequence: stdin EOF, SIGTERM, SIGKILL, reaping, and no process left behind.
 
-mod client_util;
+mod util;
 
 use std::os::unix::process::ExitStatusExt;
 use std::time::{Duration, Instant};
 
-use client_util::{fixture, process_alive, wait_dead, watchdog};
 use mcpipe::{Error, ShutdownStage};
+use util::client::{fixture, process_alive, wait_dead, watchdog};
 
 const LIMIT: Duration = Duration::from_secs(30);
 

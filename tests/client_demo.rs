@@ -2,13 +2,13 @@
 //! cancellation, progress, the hard maximum, and the close sequence. These tests need the demo
 //! server; until it is merged they fail.
 
-mod client_util;
+mod util;
 
 use std::time::{Duration, Instant};
 
-use client_util::{demo, first_text, process_alive, watchdog};
 use mcpipe::{Error, ErrorCode, RequestOptions, ShutdownStage};
 use serde_json::json;
+use util::client::{demo, first_text, process_alive, watchdog};
 
 const LIMIT: Duration = Duration::from_secs(30);
 

@@ -6,14 +6,14 @@
 //! The third-party tests fail (they do not skip) when the servers are not installed: run
 //! `scripts/setup-interop.sh` first.
 
-mod client_util;
+mod util;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use client_util::{demo, first_text, fixture, interop, process_alive, watchdog};
 use mcpipe::{Client, ClientBuilder, Era, Error, ErrorCode, RequestOptions, ShutdownStage};
 use serde_json::{json, Map, Value};
+use util::client::{demo, first_text, fixture, interop, process_alive, watchdog};
 
 const LIMIT: Duration = Duration::from_secs(60);
 const MODERN: &str = "2026-07-28";

@@ -1,13 +1,13 @@
 //! The client's MCP helpers and message routing, against a well-behaved fixture server.
 
-mod client_util;
+mod util;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use client_util::{first_text, fixture, watchdog};
 use mcpipe::{Error, ErrorCode, RequestOptions};
 use serde_json::{json, Value};
+use util::client::{first_text, fixture, watchdog};
 
 const LIMIT: Duration = Duration::from_secs(30);
 

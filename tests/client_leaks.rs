@@ -1,11 +1,11 @@
 //! Nothing outlives a client: no fd, no thread, no child. One test in this file, so that no
 //! other test opens fds or threads while it counts them.
 
-mod client_util;
+mod util;
 
 use std::time::Duration;
 
-use client_util::{fixture, watchdog};
+use util::client::{fixture, watchdog};
 
 fn count(dir: &str) -> usize {
     std::fs::read_dir(dir).map_or(0, |d| d.count())
@@ -44,7 +44,7 @@ fn no_fd_thread_or_child_outlives_a_client() {
         assert_eq!(count("/proc/self/task"), threads);
         for pid in pids {
             assert!(
-                !client_util::process_alive(pid),
+                !util::client::process_alive(pid),
                 "server {pid} outlived its client"
             );
         }

@@ -5,14 +5,14 @@
 //! These tests fail (they do not skip) when the servers are not installed: run
 //! `scripts/setup-interop.sh` first.
 
-mod client_util;
+mod util;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use client_util::{first_text, watchdog};
 use mcpipe::{Client, ClientBuilder, ShutdownStage};
 use serde_json::json;
+use util::client::{first_text, watchdog};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -65,7 +65,7 @@ fn server_everything_handshake_tools_call_and_close() {
         let pid = client.pid().unwrap();
         let shutdown = client.close();
         assert_eq!(shutdown.stage, ShutdownStage::StdinClosed, "{shutdown:?}");
-        assert!(!client_util::process_alive(pid));
+        assert!(!util::client::process_alive(pid));
     });
 }
 
@@ -86,6 +86,6 @@ fn mcp_server_time_handshake_tools_call_and_close() {
         let pid = client.pid().unwrap();
         let shutdown = client.close();
         assert_eq!(shutdown.stage, ShutdownStage::StdinClosed, "{shutdown:?}");
-        assert!(!client_util::process_alive(pid));
+        assert!(!util::client::process_alive(pid));
     });
 }

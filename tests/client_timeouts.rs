@@ -1,12 +1,12 @@
 //! Timeouts, cancellation, progress, the hard maximum, late answers and the heartbeat.
 
-mod client_util;
+mod util;
 
 use std::time::{Duration, Instant};
 
-use client_util::{first_text, fixture, watchdog};
 use mcpipe::{Error, RequestOptions};
 use serde_json::{json, Value};
+use util::client::{first_text, fixture, watchdog};
 
 const LIMIT: Duration = Duration::from_secs(30);
 
@@ -204,7 +204,7 @@ fn heartbeat_declares_a_silent_server_dead() {
             "{:?}",
             started.elapsed()
         );
-        assert!(client_util::wait_dead(pid, Duration::from_secs(2)));
+        assert!(util::client::wait_dead(pid, Duration::from_secs(2)));
         // Every later request fails at once with the same news.
         let err = client.ping().unwrap_err();
         assert!(matches!(err, Error::Unresponsive { .. }), "{err}");

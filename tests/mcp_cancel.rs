@@ -1,12 +1,12 @@
 //! Cancellation and progress against `mcpipe demo`: queued requests, a running `sleep`, a
 //! running child process group, ignored cancellations, `initialize`, and shutdown by signal.
 
-mod mcp_util;
+mod util;
 
 use std::time::{Duration, Instant};
 
-use mcp_util::{live_in_group, text, Proc};
 use serde_json::json;
+use util::mcp::{live_in_group, text, Proc};
 
 fn ready(args: &[&str]) -> Proc {
     let mut demo = Proc::demo(args);

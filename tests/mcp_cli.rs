@@ -1,12 +1,12 @@
 //! The `mcpipe demo` command line: help, unknown flags, the message limit, a clean stdout.
 
-mod mcp_util;
+mod util;
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use mcp_util::Proc;
 use serde_json::json;
+use util::mcp::Proc;
 
 /// Runs `mcpipe demo ARGS` with stdin closed; returns (exit code, stdout, stderr). Killed
 /// after a bound.

@@ -1,11 +1,11 @@
 //! The demo's idle hook: it evicts the cache once per quiet period, and `stats` counts it.
 
-mod mcp_util;
+mod util;
 
 use std::time::{Duration, Instant};
 
-use mcp_util::Proc;
 use serde_json::{json, Value};
+use util::mcp::Proc;
 
 fn stats(demo: &mut Proc, id: i64) -> Value {
     demo.call(id, "stats", json!({}));

@@ -1,10 +1,10 @@
 //! The MCP lifecycle against `mcpipe demo`: version negotiation, capabilities, requests before
 //! `initialize`, a second `initialize`, ping, logging levels, batches by version.
 
-mod mcp_util;
+mod util;
 
-use mcp_util::Proc;
 use serde_json::json;
+use util::mcp::Proc;
 
 #[test]
 fn initialize_echoes_every_supported_version() {

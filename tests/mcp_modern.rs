@@ -4,10 +4,10 @@
 //! several inputs), logging per request, `subscriptions/listen`, and how a process that ran
 //! the handshake treats later requests. Every wait is bounded (see `mcp_util`).
 
-mod mcp_util;
+mod util;
 
-use mcp_util::{text, Proc};
 use serde_json::{json, Value};
+use util::mcp::{text, Proc};
 
 const V: &str = "2026-07-28";
 

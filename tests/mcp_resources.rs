@@ -1,9 +1,9 @@
 //! Resources, resource templates and prompts of `mcpipe demo`.
 
-mod mcp_util;
+mod util;
 
-use mcp_util::Proc;
 use serde_json::json;
+use util::mcp::Proc;
 
 fn ready() -> Proc {
     let mut demo = Proc::demo(&[]);

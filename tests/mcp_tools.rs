@@ -1,10 +1,10 @@
 //! Tools of `mcpipe demo`: listing, every tool, argument errors, protocol errors, and a server
 //! that survives a long run of failing and panicking tools.
 
-mod mcp_util;
+mod util;
 
-use mcp_util::{text, Proc};
 use serde_json::json;
+use util::mcp::{text, Proc};
 
 fn ready() -> Proc {
     let mut demo = Proc::demo(&[]);

@@ -1,13 +1,13 @@
 //! `mcpipe probe`: the table, --json, --only, --list, exit codes, and the right failures against
 //! broken servers, each run within its deadlines.
 
-mod client_util;
+mod util;
 
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use client_util::{fixture_path, mcpipe_bin, watchdog};
 use serde_json::Value;
+use util::client::{fixture_path, mcpipe_bin, watchdog};
 
 /// Runs `mcpipe probe ARGS` and returns its output and how long it took. The probe bounds
 /// itself; the watchdog around each test catches a probe that does not.

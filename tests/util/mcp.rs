@@ -12,9 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-/// The bound on any single wait for the server: generous, only there to turn a hang into a
-/// failure.
-pub const BOUND: Duration = Duration::from_secs(10);
+pub use super::BOUND;
 
 /// A running `mcpipe demo` (or any command) with line-based access to its stdout.
 pub struct Proc {

@@ -1,5 +1,9 @@
-//! Shared test helpers: a watchdog, an in-process server on pipes, and a spawned example server.
-//! Every wait here has a deadline, so a hang fails a test instead of stalling the suite.
+//! Shared test helpers. Every wait here has a deadline, so a hang fails a test instead of
+//! stalling the suite, and every spawned process is killed when its handle drops.
+//!
+//! This file: a watchdog, an in-process server on pipes ([`Peer`]) and the spawned example
+//! server ([`Spawned`]), for the loop's tests. [`mcp`]: `mcpipe demo` driven over pipes, for the
+//! MCP layer's tests. [`client`]: fixtures and helpers for the client and probe tests.
 #![allow(dead_code, unreachable_pub)] // Each test file uses a different subset.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -9,6 +13,9 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use mcpipe::{Context, Error, ErrorCode, ErrorObject, Handler, Outcome, Request, Server};
+
+pub mod client;
+pub mod mcp;
 use serde_json::{json, Value};
 
 /// How long any single expected event may take before the test fails. Generous: it only
