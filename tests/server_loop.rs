@@ -513,7 +513,8 @@ fn a_peer_that_stops_reading_mid_stream_ends_the_loop_without_spinning() {
     // The peer goes away: its read end closes once the reader thread sees the next line fail.
     drop(lines);
     in_w.write_all(&request(2, "echo", json!({}))).unwrap();
-    in_w.write_all(&request(3, "echo", json!({}))).unwrap();
+    // The loop may already have ended (it closes its input then), so this write may fail.
+    let _ = in_w.write_all(&request(3, "echo", json!({})));
     // The reader thread exits after failing to deliver line 2, dropping the read end; the
     // loop sees EPIPE or a hang-up and ends.
     let outcome = rx
