@@ -257,25 +257,5 @@ fn zombie_children_of(parent: u32) -> Vec<u32> {
 }
 
 fn proc_children(parent: u32, keep: impl Fn(&str) -> bool) -> Vec<u32> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let Some(close) = stat.rfind(')') else {
-            continue;
-        };
-        let fields: Vec<&str> = stat[close + 2..].split_whitespace().collect();
-        if fields.len() > 1 && fields[1] == parent.to_string() && keep(fields[0]) {
-            found.push(pid);
-        }
-    }
-    found
+    util::mcp::processes_where(|state, ppid, _pgrp| ppid == parent && keep(state))
 }

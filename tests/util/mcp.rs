@@ -14,8 +14,15 @@ use serde_json::{json, Value};
 
 pub use super::BOUND;
 
+/// The longest a test may keep a server: past it, the alarm kills the server, so a write
+/// blocked on a server that stopped reading fails with EPIPE and reads end, and the test fails
+/// instead of hanging (the `alarm(2)` of a C test).
+pub const PROC_LIMIT: Duration = Duration::from_secs(120);
+
 /// A running `mcpipe demo` (or any command) with line-based access to its stdout.
 pub struct Proc {
+    /// Kills the server if the test is still running after [`PROC_LIMIT`]; cancelled on drop.
+    alarm: Option<mpsc::Sender<()>>,
     child: Child,
     stdin: Option<ChildStdin>,
     lines: Receiver<String>,
@@ -63,7 +70,16 @@ impl Proc {
                     .push_str(&String::from_utf8_lossy(&buf[..n]));
             }
         });
+        let (alarm, cancelled) = mpsc::channel::<()>();
+        let pid = child.id().to_string();
+        thread::spawn(move || {
+            if let Err(RecvTimeoutError::Timeout) = cancelled.recv_timeout(PROC_LIMIT) {
+                eprintln!("ALARM: the test kept server {pid} past {PROC_LIMIT:?}: killing it");
+                let _ = Command::new("kill").args(["-KILL", &pid]).status();
+            }
+        });
         Proc {
+            alarm: Some(alarm),
             stdin: child.stdin.take(),
             child,
             lines,
@@ -234,6 +250,10 @@ impl Proc {
 
 impl Drop for Proc {
     fn drop(&mut self) {
+        // Cancel the alarm first: once the child is reaped its pid may be reused.
+        if let Some(alarm) = self.alarm.take() {
+            let _ = alarm.send(());
+        }
         self.stdin = None;
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -247,6 +267,11 @@ pub fn text(result: &Value) -> &str {
 
 /// Pids of live (non-zombie) processes whose process group is `pgid`, read from /proc.
 pub fn live_in_group(pgid: u32) -> Vec<u32> {
+    processes_where(|state, _ppid, pgrp| pgrp == pgid && state != "Z")
+}
+
+/// Pids of the processes for which `keep(state, ppid, pgrp)` holds, read from /proc.
+pub fn processes_where(keep: impl Fn(&str, u32, u32) -> bool) -> Vec<u32> {
     let mut found = Vec::new();
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return found;
@@ -267,8 +292,11 @@ pub fn live_in_group(pgid: u32) -> Vec<u32> {
             continue;
         };
         let fields: Vec<&str> = stat[close + 2..].split_whitespace().collect();
-        if fields.len() > 2 && fields[2] == pgid.to_string() && fields[0] != "Z" {
-            found.push(pid);
+        let number = |i: usize| fields.get(i).and_then(|f| f.parse::<u32>().ok());
+        if let (Some(state), Some(ppid), Some(pgrp)) = (fields.first(), number(1), number(2)) {
+            if keep(state, ppid, pgrp) {
+                found.push(pid);
+            }
         }
     }
     found
