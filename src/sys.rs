@@ -144,6 +144,21 @@ pub(crate) fn reopen_nonblocking(fd: BorrowedFd<'_>, for_write: bool) -> io::Res
     )
 }
 
+/// Whether a write to `fd` would not block now (`poll(2)` for `POLLOUT` with a zero timeout).
+/// An fd in error or hung up counts as writable: the write then reports what is wrong.
+pub(crate) fn writable_now(fd: BorrowedFd<'_>) -> io::Result<bool> {
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLOUT,
+        revents: 0,
+    };
+    let ready = retry(|| {
+        // SAFETY: `pfd` is one valid, writable `pollfd` for the call; the count passed is 1.
+        cvt(unsafe { libc::poll(&mut pfd, 1, 0) })
+    })?;
+    Ok(ready > 0)
+}
+
 /// The file status flags (`F_GETFL`) of `fd`.
 pub(crate) fn status_flags(fd: BorrowedFd<'_>) -> io::Result<libc::c_int> {
     // SAFETY: F_GETFL takes no pointer argument; `fd` is open.
