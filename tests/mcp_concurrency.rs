@@ -209,3 +209,96 @@ fn a_flood_of_unknown_cancellations_and_bad_lines_does_not_delay_a_ping() {
     let peak = peak_rss_kb(demo.pid());
     assert!(peak < 64 * 1024, "peak RSS {peak} kB");
 }
+
+/// An in-process MCP server with a concurrent tool that panics on demand, served over pipes
+/// on a thread of this test; returns the thread's handle.
+fn in_process_server(
+    input: std::io::PipeReader,
+    output: std::io::PipeWriter,
+) -> std::thread::JoinHandle<()> {
+    use mcpipe::{McpServer, Server, Tool, ToolResult};
+    use std::os::fd::AsFd;
+    std::thread::spawn(move || {
+        let mut server = McpServer::new("pool-test", "0", ())
+            .workers(2)
+            .concurrent_tool(Tool::new("boom", "Panics"), |_args, _cx| {
+                panic!("a concurrent tool panics on purpose")
+            })
+            .concurrent_tool(
+                Tool::new("nap", "Sleeps ms").arg("ms", "integer", "How long"),
+                |args, cx| {
+                    let ms = args.integer("ms")?.max(0) as u64;
+                    cx.sleep(Duration::from_millis(ms))?;
+                    Ok(ToolResult::text(format!("napped {ms}")))
+                },
+            );
+        let outcome = Server::new()
+            .handle_signals(false)
+            .log_bad_input(false)
+            .idle_timeout(None)
+            .serve(input.as_fd(), output.as_fd(), &mut server);
+        assert!(outcome.is_ok(), "{outcome:?}");
+    })
+}
+
+/// Worker-pool threads of this test process (named `mcpipe-worker-N`), from /proc. (Only this
+/// test runs a pool in this process: the others drive `mcpipe demo` processes.)
+fn worker_threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .flatten()
+        .filter(|task| {
+            std::fs::read_to_string(task.path().join("comm"))
+                .is_ok_and(|name| name.starts_with("mcpipe-worker"))
+        })
+        .count()
+}
+
+#[test]
+fn a_panicking_concurrent_tool_is_an_error_result_and_the_pool_goes_on_and_ends_with_the_server() {
+    use std::io::Write;
+    let _w = watchdog("worker_panic", Duration::from_secs(60));
+    let (in_r, mut in_w) = std::io::pipe().unwrap();
+    let (out_r, out_w) = std::io::pipe().unwrap();
+    let server = in_process_server(in_r, out_w);
+    let lines = util::line_channel(out_r);
+    let mut send = |v: serde_json::Value| {
+        in_w.write_all(format!("{v}\n").as_bytes()).unwrap();
+    };
+    send(
+        json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
+        "protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}),
+    );
+    assert!(util::recv_json(&lines)["result"].is_object());
+    // More panics than threads: each is an isError result, and the two threads survive them.
+    for id in 1..=5 {
+        send(json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":"boom"}}));
+    }
+    for _ in 1..=5 {
+        let answer = util::recv_json(&lines);
+        assert_eq!(answer["result"]["isError"], true, "{answer}");
+    }
+    // Two naps in parallel on the same two threads: both done in about one nap.
+    let started = Instant::now();
+    for id in 6..=7 {
+        send(json!({"jsonrpc":"2.0","id":id,"method":"tools/call",
+                    "params":{"name":"nap","arguments":{"ms":300}}}));
+    }
+    for _ in 6..=7 {
+        assert_eq!(text(&util::recv_json(&lines)["result"]), "napped 300");
+    }
+    assert!(
+        started.elapsed() < Duration::from_millis(550),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        worker_threads(),
+        2,
+        "the pool kept its two threads through five panics"
+    );
+    // End of input: the loop ends, the server (and its pool) is dropped, its threads joined.
+    drop(in_w);
+    server.join().unwrap();
+    assert_eq!(worker_threads(), 0, "no worker thread outlives the server");
+}
