@@ -133,17 +133,15 @@
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 
-#[doc(hidden)]
-pub mod bench_support;
 mod child;
 mod client;
 mod connection;
 mod diagnostics;
 mod endpoint;
 mod error;
-#[doc(hidden)]
-pub mod fuzzing;
 mod handler;
+#[cfg(feature = "internals")]
+pub mod internals;
 mod line_buffer;
 mod mcp;
 mod message;

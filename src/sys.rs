@@ -471,68 +471,6 @@ pub(crate) fn kill_child_with_parent(command: &mut std::process::Command) {
     }
 }
 
-// ---------------------------------------------------------------------------------------------
-// A counting allocator for the crate's allocation tests (through `bench_support`): it forwards
-// to the system allocator and counts what threads that asked for it allocate.
-// ---------------------------------------------------------------------------------------------
-
-thread_local! {
-    // `const` with `Cell`s: no lazy initialisation and no destructor, so the allocator can use
-    // them without allocating or recursing. Per thread, so parallel tests do not mix counts.
-    static COUNT_HERE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-    static ALLOCATIONS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-}
-
-/// A global allocator that forwards to [`std::alloc::System`] and counts allocations and
-/// reallocations made inside [`CountingAllocator::count`] on the calling thread.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct CountingAllocator;
-
-impl CountingAllocator {
-    /// Runs `f` and returns how many allocations and reallocations it made on this thread
-    /// (counted only while this allocator is the global one).
-    pub fn count(f: impl FnOnce()) -> u64 {
-        let before = ALLOCATIONS.with(std::cell::Cell::get);
-        let was = COUNT_HERE.with(|c| c.replace(true));
-        f();
-        COUNT_HERE.with(|c| c.set(was));
-        ALLOCATIONS.with(std::cell::Cell::get) - before
-    }
-
-    fn note() {
-        if COUNT_HERE.with(std::cell::Cell::get) {
-            ALLOCATIONS.with(|a| a.set(a.get() + 1));
-        }
-    }
-}
-
-// SAFETY: every method forwards to `System` with the caller's arguments unchanged, so it keeps
-// `System`'s guarantees; counting touches only const thread-locals, which never allocate.
-unsafe impl std::alloc::GlobalAlloc for CountingAllocator {
-    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
-        CountingAllocator::note();
-        // SAFETY: forwarded unchanged; the caller upholds `alloc`'s contract.
-        unsafe { std::alloc::System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
-        CountingAllocator::note();
-        // SAFETY: forwarded unchanged; the caller upholds `alloc_zeroed`'s contract.
-        unsafe { std::alloc::System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
-        CountingAllocator::note();
-        // SAFETY: forwarded unchanged; the caller upholds `realloc`'s contract.
-        unsafe { std::alloc::System.realloc(ptr, layout, new_size) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
-        // SAFETY: forwarded unchanged; the caller upholds `dealloc`'s contract.
-        unsafe { std::alloc::System.dealloc(ptr, layout) }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,7 +17,8 @@ use serde_json::json;
 
 use crate::conformance;
 
-const USAGE: &str = "usage: mcpipe demo [options]
+/// `mcpipe demo --help`, also shown by `mcpipe help demo`.
+pub(crate) const USAGE: &str = "usage: mcpipe demo [options]
 
 Serves the demo MCP server on stdin/stdout (logs on stderr).
 
@@ -135,10 +136,7 @@ fn parse(args: Vec<String>) -> Result<Option<Options>, String> {
 pub(crate) fn run(args: Vec<String>) -> ExitCode {
     let options = match parse(args) {
         Ok(Some(options)) => options,
-        Ok(None) => {
-            eprintln!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
+        Ok(None) => return crate::print_out(USAGE),
         Err(why) => {
             eprintln!("mcpipe demo: {why}\n\n{USAGE}");
             return ExitCode::from(2);
