@@ -147,6 +147,7 @@ mod mcp;
 mod message;
 mod responder;
 mod server;
+mod session;
 mod stats;
 mod stdio_guard;
 mod sys;
