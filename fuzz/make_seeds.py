@@ -171,6 +171,9 @@ MCP_STREAMS = {
     "modern": line({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": MODERN_META}}) + b"\n" + line({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "m"}, "_meta": MODERN_META}}) + b"\n" + line({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {}}) + b"\n",
     "logging-progress": INIT + line({"jsonrpc": "2.0", "id": 1, "method": "logging/setLevel", "params": {"level": "debug"}}) + b"\n" + line({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "p"}, "_meta": {"progressToken": "t"}}}) + b"\n",
     "bad-lines": b"\n".join(v for k, v in LINES.items() if k.startswith("bad-")) + b"\n" + INIT + call(1, "echo", {"text": "after"}),
+    "concurrent": INIT + INITIALIZED + call(1, "nap", {"ms": 3}) + call(2, "echo", {"text": "fast"}) + call(3, "nap", {}) + call(4, "cpanic", {}) + call(5, "nap", {"ms": 1}),
+    "concurrent-cancel": INIT + call(1, "nap", {"ms": 3}) + call(2, "nap", {"ms": 2}) + line({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}) + b"\n" + line({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "nap", "arguments": {}, "_meta": {"progressToken": 9}}}) + b"\n",
+    "concurrent-modern": line({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "nap", "arguments": {"ms": 1}, "_meta": MODERN_META}}) + b"\n" + line({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "cpanic", "arguments": {}, "_meta": MODERN_META}}) + b"\n",
 }
 for name, data in MCP_STREAMS.items():
     write("server_loop_mcp", name, data)

@@ -563,7 +563,8 @@ pub(crate) fn run_loop_built<H: Handler + 'static>(
 // server_loop_mcp: the loop with the MCP layer
 // ---------------------------------------------------------------------------------------------
 
-/// An MCP server like the demo, minus anything slow: tools `echo`, `fail` and `panic`, a
+/// An MCP server like the demo, minus anything slow: tools `echo`, `fail` and `panic` on the
+/// loop's thread, `nap` (sleeps up to 3 ms, with progress) and `cpanic` on the worker pool, a
 /// resource and a prompt.
 fn mcp_server() -> mcpipe::McpServer<u64> {
     use mcpipe::{
@@ -582,6 +583,19 @@ fn mcp_server() -> mcpipe::McpServer<u64> {
         })
         .tool(Tool::new("panic", "panic"), |_, _, _| {
             panic!("the fuzz tool panics on purpose")
+        })
+        // Concurrent tools: answered later, from the worker pool (a responder), in any order.
+        .concurrent_tool(
+            Tool::new("nap", "nap").optional_arg("ms", "integer", "ms"),
+            |args, cx| {
+                let ms = args.integer_or("ms", 0)?.clamp(0, 3) as u64;
+                cx.progress(0.5, None, None)?;
+                cx.sleep(std::time::Duration::from_millis(ms))?;
+                Ok(ToolResult::text("napped"))
+            },
+        )
+        .concurrent_tool(Tool::new("cpanic", "cpanic"), |_, _| {
+            panic!("the fuzz concurrent tool panics on purpose")
         })
         .resource(Resource::new("fuzz://readme", "readme"), |_, uri, _cx| {
             Ok(vec![ResourceContents::text(
