@@ -518,8 +518,10 @@ fn handle_message(
         Message::Request(request) => {
             let id = request.id.clone();
             let cancellable = handler.is_cancellable(&request);
-            if conn.session.start_request(&request, cancellable) == Start::Dropped {
-                return None;
+            match conn.session.start_request(&request, cancellable) {
+                Start::Run => {}
+                Start::Dropped => return None,
+                Start::Refused(response) => return Some(response),
             }
             let result =
                 catch_panic(|| handler.handle_request(request, &mut Context::new(conn, Some(&id))));

@@ -39,12 +39,15 @@ pub(crate) struct Limits {
 }
 
 /// What happened to a request when the handler was asked to start it.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq)]
 pub(crate) enum Start {
     /// Run the handler.
     Run,
     /// The peer cancelled it before it started: never run, never answered.
     Dropped,
+    /// Refused without running: its id is already taken by a request whose answer is still
+    /// owed (two answers with one id would be ambiguous, and one would be lost).
+    Refused(Response),
 }
 
 /// The protocol state of one served connection.
@@ -204,6 +207,17 @@ impl Session {
         if self.cancelled_queued.remove(&request.id) && cancellable {
             self.stats.cancelled += 1;
             return Start::Dropped;
+        }
+        if self.owed.contains_key(&request.id) {
+            self.stats.bad_messages += 1;
+            let error = ErrorObject::new(
+                ErrorCode::INVALID_REQUEST,
+                format!(
+                    "invalid request: the id {} is already used by a request in flight",
+                    request.id
+                ),
+            );
+            return Start::Refused(Response::error(Some(request.id.clone()), error));
         }
         self.stats.requests += 1;
         // Kept for a panic report only, in a reused buffer: no allocation per request.
