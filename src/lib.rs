@@ -176,6 +176,6 @@ pub use mcp::server::McpServer;
 pub use mcp::tool::{Content, Tool, ToolError, ToolResult};
 pub use mcp::{LATEST_PROTOCOL_VERSION, MODERN_PROTOCOL_VERSIONS, PROTOCOL_VERSIONS};
 pub use message::{ErrorCode, ErrorObject, Message, Notification, Request, RequestId, Response};
-pub use responder::{CancelToken, Responder};
+pub use responder::{CancelToken, LoopHandle, Responder};
 pub use server::Server;
 pub use stats::Stats;

@@ -80,6 +80,9 @@ pub(crate) struct Session {
     outbound: HashMap<RequestId, Sender<Response>>,
     /// Data posted for the handler, handed to it on the loop's thread after the current call.
     pub(crate) posts: VecDeque<Box<dyn std::any::Any + Send>>,
+    /// Requests answered later whose cancellation by the peer the handler has not been told
+    /// of yet ([`crate::Handler::handle_cancelled`]).
+    pub(crate) cancelled_owed: VecDeque<RequestId>,
     /// The method of the notification that cancels a request (`notifications/cancelled` in
     /// MCP), from [`crate::Handler::cancel_method`]; `None` turns cancellation off.
     pub(crate) cancel_method: Option<String>,
@@ -122,6 +125,7 @@ impl Session {
             owed: HashMap::new(),
             outbound: HashMap::new(),
             posts: VecDeque::new(),
+            cancelled_owed: VecDeque::new(),
             cancel_method: None,
             running: None,
             running_cancelled: false,
@@ -169,6 +173,11 @@ impl Session {
             Event::Notify(notification) => {
                 if !self.peer_gone {
                     self.enqueue(&Message::Notification(notification));
+                }
+            }
+            Event::Send(message) => {
+                if !self.peer_gone {
+                    self.enqueue(&message);
                 }
             }
             Event::Request { request, reply } => {
@@ -391,6 +400,7 @@ impl Session {
                 if !token.is_cancelled() {
                     token.cancel_by_peer();
                     self.stats.cancelled += 1;
+                    self.cancelled_owed.push_back(id.clone());
                 }
                 true
             }
