@@ -132,6 +132,7 @@ mod handler;
 mod line_buffer;
 mod mcp;
 mod message;
+mod process_tree;
 mod server;
 mod stdio_guard;
 mod sys;
