@@ -89,8 +89,31 @@ fn detail_of<'a>(report: &'a Value, name: &str) -> &'a str {
     check(report, name)["detail"].as_str().unwrap()
 }
 
+/// The checks, in the order they run (`mcpipe probe --list`).
+const CHECK_NAMES: [&str; 19] = [
+    "handshake",
+    "stdout-clean",
+    "init-burst",
+    "ping-burst",
+    "split-message",
+    "malformed-json",
+    "invalid-request",
+    "unknown-method",
+    "unknown-tool",
+    "tools",
+    "tool-error",
+    "notifications",
+    "capabilities",
+    "eof-exit",
+    "sigterm-exit",
+    "cancellation",
+    "large-message",
+    "latency",
+    "throughput",
+];
+
 /// How many checks the probe runs.
-const CHECKS: usize = 19;
+const CHECKS: usize = CHECK_NAMES.len();
 
 #[test]
 fn every_check_passes_against_a_well_behaved_server() {
@@ -269,17 +292,11 @@ fn list_help_and_usage_errors() {
         let (output, _) = probe(&["--list"]);
         assert!(output.status.success());
         let text = String::from_utf8(output.stdout).unwrap();
-        assert_eq!(text.lines().count(), CHECKS, "{text}");
-        for name in [
-            "init-burst",
-            "ping-burst",
-            "cancellation",
-            "capabilities",
-            "latency",
-            "throughput",
-        ] {
-            assert!(text.contains(name), "{name}: {text}");
-        }
+        let listed: Vec<&str> = text
+            .lines()
+            .map(|l| l.split_whitespace().next().unwrap())
+            .collect();
+        assert_eq!(listed, CHECK_NAMES, "{text}");
         assert!(text
             .lines()
             .all(|l| l.contains(" MUST ") || l.contains(" SHOULD ") || l.contains(" INFO ")));
@@ -484,5 +501,47 @@ fn the_json_report_junit_and_github_annotations_have_their_documented_shape() {
             errors[0].starts_with("::error title=mcpipe probe unknown-method (MUST)::"),
             "{text}"
         );
+    });
+}
+
+/// The real servers the interop setup installs pass the gate: the official reference server
+/// (TypeScript SDK) and `mcp-server-time` (Python SDK) skip a bad line and drop a request
+/// without a method, which is allowed, and neither their non-read-only tools nor anything
+/// else fails a MUST. The measurements are left out (they only report).
+#[test]
+fn the_interop_servers_pass_the_gate() {
+    watchdog(Duration::from_secs(300), || {
+        let only = CHECK_NAMES
+            .iter()
+            .filter(|n| !matches!(**n, "latency" | "throughput"))
+            .copied()
+            .collect::<Vec<_>>()
+            .join(",");
+        for command in [
+            vec![
+                util::client::interop("node_modules/.bin/mcp-server-everything"),
+                "stdio".into(),
+            ],
+            vec![util::client::interop(".venv/bin/mcp-server-time")],
+        ] {
+            let mut args = vec!["--json", "--time-scale", "3", "--only", &only, "--"];
+            let command: Vec<&str> = command.iter().map(|p| p.to_str().unwrap()).collect();
+            args.extend(&command);
+            let (output, _) = probe(&args);
+            let report: Value = serde_json::from_slice(&output.stdout)
+                .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&output.stderr)));
+            assert_eq!(report["failed"], 0, "{report:#}");
+            assert_eq!(output.status.code(), Some(0), "{report:#}");
+            assert_eq!(status_of(&report, "malformed-json"), "PASS", "{report:#}");
+            let tools = check(&report, "tools")["tools"].as_array().unwrap();
+            assert!(tools.iter().any(|t| t["action"] == "called"), "{report:#}");
+            for tool in tools.iter().filter(|t| t["action"] == "skipped") {
+                assert!(
+                    tool["detail"].as_str().unwrap().contains("readOnlyHint")
+                        || tool["detail"].as_str().unwrap().contains("destructiveHint"),
+                    "{tool}"
+                );
+            }
+        }
     });
 }

@@ -55,8 +55,14 @@ fn start(path: &PathBuf) -> (mcpipe::Client, u32) {
     assert!(process_alive(grandchild));
     let server = client.pid().unwrap();
     let (session, group) = session_and_group(grandchild);
-    assert_ne!(group, server, "the grandchild is still in the server's group");
-    assert_eq!(session, grandchild, "the grandchild did not start its own session");
+    assert_ne!(
+        group, server,
+        "the grandchild is still in the server's group"
+    );
+    assert_eq!(
+        session, grandchild,
+        "the grandchild did not start its own session"
+    );
     // The client scans the tree while it waits on the server: give it one more exchange after
     // the tree's scan interval.
     std::thread::sleep(Duration::from_millis(150));
@@ -97,7 +103,10 @@ fn close_ends_the_orphan_of_a_server_that_already_exited() {
         // Any tools/call makes the fixture exit at once.
         assert!(client.call_tool("anything", serde_json::json!({})).is_err());
         assert!(wait_dead(server, Duration::from_secs(5)));
-        assert!(process_alive(grandchild), "nothing should have killed it yet");
+        assert!(
+            process_alive(grandchild),
+            "nothing should have killed it yet"
+        );
         client.close();
         let _ = std::fs::remove_file(&path);
         assert_eq!(survivors(&[grandchild]), 0, "{grandchild} survived close");
@@ -122,7 +131,11 @@ fn the_probe_leaves_no_process_behind() {
         let started = pids(&path);
         let _ = std::fs::remove_file(&path);
         // One server (and grandchild) per check at least: the count is meaningful.
-        assert!(started.len() >= 15, "{} grandchildren: {report:#}", started.len());
+        assert!(
+            started.len() >= 15,
+            "{} grandchildren: {report:#}",
+            started.len()
+        );
         assert_eq!(survivors(&started), 0, "of {started:?}");
     });
 }

@@ -136,6 +136,8 @@ pub(crate) struct Survey {
     /// The server declares no `tools` capability.
     pub(crate) no_tools: bool,
     pub(crate) entries: Vec<Entry>,
+    /// Tools named with `--call` that the server does not list (the user's mistake).
+    pub(crate) unlisted: Vec<String>,
     /// Notifications the server had no right to send during the calls.
     pub(crate) undeclared: Vec<String>,
     pub(crate) notifications: usize,
@@ -212,7 +214,7 @@ fn make_survey(target: &Target) -> Survey {
     }
     for name in target.calls.iter().map(|c| &c.name) {
         if !survey.entries.iter().any(|e| e.name() == name) {
-            survey.failure = Some(format!("--call {name}: the server lists no such tool"));
+            survey.unlisted.push(name.clone());
         }
     }
     let _ = client.pump(target.t(Duration::from_millis(100)));
@@ -228,11 +230,12 @@ fn call(client: &mut Client, target: &Target, name: &str, arguments: Value) -> C
     let mut progress = 0;
     let mut on_progress = |_: &mcpipe::Progress| progress += 1;
     let started = Instant::now();
+    let deadline = target.t(Duration::from_secs(3));
     let result = client.call_tool_with(
         name,
         arguments.clone(),
         RequestOptions::new()
-            .timeout(target.t(Duration::from_secs(3)))
+            .timeout(deadline)
             .reset_on_progress(false)
             .on_progress(&mut on_progress),
     );
@@ -250,7 +253,7 @@ fn call(client: &mut Client, target: &Target, name: &str, arguments: Value) -> C
         Err(Error::Rpc(e)) => Ok(format!("error {}: {}", e.code, e.message)),
         Err(Error::Timeout { .. }) => {
             timed_out = true;
-            Ok(format!("no answer within {}, cancelled", ms(took)))
+            Ok(format!("no answer within {}: cancelled", ms(deadline)))
         }
         Err(e) => Err(e.to_string()),
     };
@@ -282,6 +285,9 @@ pub(crate) fn tools(target: &Target) -> Outcome {
                 called.push(entry.name());
                 let how = if entry.named { "--call" } else { "read-only" };
                 match &c.answer {
+                    Ok(summary) if c.timed_out => {
+                        ("called", format!("{how}, {} → {summary}", c.arguments))
+                    }
                     Ok(summary) => (
                         "called",
                         format!("{how}, {} → {summary} in {}", c.arguments, ms(c.took)),
@@ -314,6 +320,12 @@ pub(crate) fn tools(target: &Target) -> Outcome {
         broken(format!("{failure}; {summary}"))
     } else if !bad.is_empty() {
         short(format!("{}; {summary}", bad.join("; ")))
+    } else if !survey.unlisted.is_empty() {
+        short(format!(
+            "--call names tools the server does not list: {}; {summary}",
+            survey.unlisted.join(", ")
+        ))
+        .by(Level::Info, "the command line: --call names a listed tool")
     } else {
         pass(summary)
     };
@@ -391,8 +403,8 @@ pub(crate) fn unknown_tool(target: &Target) -> Outcome {
     }
 }
 
-/// Integer arguments that read as a duration, and how much of one makes a call take 2 s.
-fn slow_arguments(entry: &Entry) -> Option<Value> {
+/// Integer arguments that read as a duration, set so the call would take 2 s (scaled).
+fn slow_arguments(entry: &Entry, scale: f64) -> Option<Value> {
     let schema = &entry.tool["inputSchema"];
     let mut args = arguments(schema);
     let props = schema["properties"].as_object()?;
@@ -402,13 +414,14 @@ fn slow_arguments(entry: &Entry) -> Option<Value> {
             continue;
         }
         let lower = name.to_ascii_lowercase();
+        let seconds = 2.0 * scale;
         let value = if lower == "ms" || lower.ends_with("_ms") || lower.contains("milli") {
-            2000
+            (seconds * 1000.0).round() as u64
         } else if ["seconds", "secs", "duration", "delay", "wait"]
             .iter()
             .any(|w| lower.contains(w))
         {
-            2
+            seconds.ceil() as u64
         } else {
             continue;
         };
@@ -450,7 +463,7 @@ fn cancel_candidate(target: &Target, survey: &Survey) -> Option<(String, Value, 
         ));
     }
     called().find_map(|e| {
-        slow_arguments(e).map(|args| {
+        slow_arguments(e, target.scale).map(|args| {
             (
                 e.name().to_owned(),
                 args,
@@ -494,7 +507,7 @@ pub(crate) fn cancellation(target: &Target) -> Outcome {
         Err(e) => return broken(format!("{name} failed: {e}")),
     }
     // Past the time the call would have ended, nothing more may arrive for it.
-    if let Err(e) = client.pump(target.t(Duration::from_millis(2200))) {
+    if let Err(e) = client.pump(target.t(Duration::from_millis(2300))) {
         return broken(format!("the server failed after the cancellation: {e}"));
     }
     let stats = client.stats().clone();
