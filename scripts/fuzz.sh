@@ -9,6 +9,10 @@
 # the committed seeds in fuzz/corpus/<target> are read, never written. A crash leaves its input
 # in fuzz/artifacts/<target>/: minimise it (`cargo +nightly fuzz tmin <target> <file>`), fix the
 # bug, and commit the minimised input there as a regression case.
+#
+# The targets' handlers panic on purpose (method `panic`, tool `panic`) to check that the loop
+# answers and goes on; the loop reports each such panic on stderr. Those lines, and only those,
+# are prefixed with "expected:" here; any other panic or crash report passes through unchanged.
 set -euo pipefail
 
 seconds="${1:-60}"
@@ -29,6 +33,18 @@ fi
 # (framing's line limit is at most 255 bytes, the loops' is 512).
 targets=(framing:4096 message:4096 server_loop:4096 server_loop_mcp:4096 client_responses:4096)
 
+# Labels the loop's reports of the targets' deliberate panics (fuzz/properties.rs) as expected.
+label_expected_panics() {
+  awk '
+    /^mcpipe: the (handler panicked on .*|tool .* panicked): the fuzz (handler|tool) panics on purpose at / {
+      print "expected: a deliberate panic of the fuzz target, answered as an error: " $0
+      fflush()
+      next
+    }
+    { print; fflush() }
+  '
+}
+
 cargo +nightly fuzz build
 status=0
 for entry in "${targets[@]}"; do
@@ -42,9 +58,10 @@ for entry in "${targets[@]}"; do
   echo "fuzz.sh: $target for ${seconds}s" >&2
   # -timeout: one input taking this long is a hang, reported as a crash.
   # -rss_limit_mb: a run growing past this is reported as a crash (memory must stay bounded).
+  # With pipefail the pipeline fails when the fuzzer does (awk itself always succeeds).
   if ! cargo +nightly fuzz run "$target" "fuzz/work/$target" "fuzz/corpus/$target" -- \
     -max_total_time="$seconds" -max_len="$max_len" -rss_limit_mb=2048 -timeout=10 \
-    -print_final_stats=1 ${dict[@]+"${dict[@]}"}; then
+    -print_final_stats=1 ${dict[@]+"${dict[@]}"} 2>&1 | label_expected_panics >&2; then
     echo "fuzz.sh: $target FAILED; the input is in fuzz/artifacts/$target/" >&2
     status=1
   fi

@@ -1,19 +1,26 @@
 //! The I/O core a loop and its handlers share: the two endpoints, the line buffer, the write
-//! queue, the poller, and the signal pipe.
+//! queue, the poller, the signal pipe, and the event channel from other threads.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::{self, Read};
 use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mio::{Events, Interest, Poll, Token};
 
-use crate::diagnostics::{excerpt, Diagnostics};
+use crate::child::{self, Waiter};
+use crate::diagnostics::{self, excerpt, Diagnostics};
 use crate::endpoint::Endpoint;
 use crate::error::Error;
-use crate::handler::Stats;
 use crate::line_buffer::{Line, LineBuffer};
-use crate::message::{parse_line, ErrorCode, ErrorObject, Message, Parsed, RequestId, Response};
+use crate::message::{
+    parse_line, ErrorCode, ErrorObject, Message, Notification, Parsed, RequestId, Response,
+};
+use crate::responder::{self, answer_message, CancelToken, Event, Inbox, Outbox};
+use crate::stats::Stats;
 use crate::sys::{NonBlockingGuard, SignalSubscription, SigpipeIgnored};
 use crate::write_queue::WriteQueue;
 
@@ -21,13 +28,14 @@ const INPUT: Token = Token(0);
 const OUTPUT: Token = Token(1);
 const SIGNALS: Token = Token(2);
 /// Tokens of a child's stdout and stderr while [`crate::Context::run_command`] waits for it.
-pub(crate) const CHILD_OUT: Token = Token(3);
-pub(crate) const CHILD_ERR: Token = Token(4);
+const CHILD_OUT: Token = Token(3);
+const CHILD_ERR: Token = Token(4);
+/// Another thread put an event on the channel ([`crate::Responder`] and friends).
+const WAKER: Token = Token(5);
 
-/// A handler reading ahead stops taking input once this many messages wait in the read-ahead
-/// queue, so a peer flooding a long-running handler cannot grow memory without bound. (Past
-/// it, a cancellation is noticed only after the handler returns.)
-const READ_AHEAD_LIMIT: usize = 10_000;
+/// The read-ahead queue also stops at this many messages, whatever their size (small messages
+/// cost more than their bytes).
+const READ_AHEAD_MESSAGES: usize = 100_000;
 
 /// The shortest time between two peeks at the input by [`Connection::peek`]: a handler that
 /// checks for cancellation in a tight loop costs at most a couple of syscalls per millisecond.
@@ -65,6 +73,7 @@ impl Drop for FlagGuards {
 pub(crate) struct ConnectionConfig {
     pub(crate) max_message_bytes: usize,
     pub(crate) max_output_bytes: usize,
+    pub(crate) max_read_ahead_bytes: usize,
     pub(crate) handle_signals: bool,
     pub(crate) log_bad_input: bool,
 }
@@ -88,9 +97,14 @@ pub(crate) struct Connection {
     pub(crate) lines: LineBuffer,
     /// Output waiting for the peer to read.
     pub(crate) queue: WriteQueue,
-    /// Messages read ahead (by a handler waiting for something) and not yet handled, in
-    /// arrival order. They are handled before any new line.
-    pub(crate) deferred: VecDeque<Parsed>,
+    /// Messages read ahead (by a handler waiting for something, or while too many requests
+    /// are in flight) and not yet handled, in arrival order, each with its line's length.
+    /// They are handled before any new line.
+    pub(crate) deferred: VecDeque<(Parsed, usize)>,
+    /// The line lengths in `deferred`, added up. Invariant: at most `max_read_ahead_bytes`
+    /// plus one message.
+    deferred_bytes: usize,
+    max_read_ahead_bytes: usize,
     /// The kernel may hold unread input: set by a readiness event, cleared only by `WouldBlock`
     /// (the poller is edge-triggered, so it will not say so again).
     input_ready: bool,
@@ -103,7 +117,19 @@ pub(crate) struct Connection {
     pub(crate) signal: Option<i32>,
     /// When the last input bytes arrived.
     pub(crate) last_input: Instant,
-    next_request_id: i64,
+    /// Ids of requests to the peer, shared with other threads' outboxes.
+    next_request_id: Arc<AtomicI64>,
+    /// Events from other threads.
+    inbox: Inbox,
+    /// A sender of events, cloned into every responder.
+    outbox: Outbox,
+    /// Requests whose answer a [`crate::Responder`] owes, with their cancellation and whether
+    /// the peer may cancel them.
+    pub(crate) owed: HashMap<RequestId, (CancelToken, bool)>,
+    /// Requests other threads sent to the peer, and where their responses go.
+    outbound: HashMap<RequestId, Sender<Response>>,
+    /// Data posted for the handler, handed to it on the loop's thread after the current call.
+    pub(crate) posts: VecDeque<Box<dyn std::any::Any + Send>>,
     /// The method of the notification that cancels a request (`notifications/cancelled` in
     /// MCP), from [`crate::Handler::cancel_method`]; `None` turns cancellation off.
     pub(crate) cancel_method: Option<String>,
@@ -145,6 +171,10 @@ impl Connection {
         let output_end = Endpoint::open(output, true, poll.registry(), OUTPUT, &mut guards)
             .map_err(|e| Error::io("preparing the output fd", e))?;
         let guards = FlagGuards(guards);
+        let waker = mio::Waker::new(poll.registry(), WAKER)
+            .map_err(|e| Error::io("creating the waker", e))?;
+        let next_request_id = Arc::new(AtomicI64::new(1));
+        let (outbox, inbox) = responder::channel(waker, Arc::clone(&next_request_id));
         let sigpipe = SigpipeIgnored::new().map_err(|e| Error::io("ignoring SIGPIPE", e))?;
         let (signals, signal_pipe) = if config.handle_signals {
             let (tx, mut rx) =
@@ -171,12 +201,19 @@ impl Connection {
             lines: LineBuffer::new(config.max_message_bytes),
             queue: WriteQueue::new(config.max_output_bytes),
             deferred: VecDeque::new(),
+            deferred_bytes: 0,
+            max_read_ahead_bytes: config.max_read_ahead_bytes,
             input_ready: true,
             output_writable: true,
             peer_gone: false,
             signal: None,
             last_input: Instant::now(),
-            next_request_id: 1,
+            next_request_id,
+            inbox,
+            outbox,
+            owed: HashMap::new(),
+            outbound: HashMap::new(),
+            posts: VecDeque::new(),
             cancel_method: None,
             running: None,
             running_cancelled: false,
@@ -235,24 +272,42 @@ impl Connection {
     /// The next message to handle: read-ahead first, then complete lines in the buffer; at end
     /// of file also the last line without a newline. `None` when more input is needed.
     pub(crate) fn next_parsed(&mut self) -> Option<Parsed> {
-        if let Some(parsed) = self.deferred.pop_front() {
+        if let Some((parsed, bytes)) = self.deferred.pop_front() {
+            self.deferred_bytes -= bytes;
             return Some(parsed);
         }
-        self.parse_next_line()
+        self.parse_next_line().map(|(parsed, _)| parsed)
+    }
+
+    /// Whether the read-ahead queue holds its limit: no more input is taken until it drains.
+    pub(crate) fn read_ahead_full(&self) -> bool {
+        self.deferred_bytes >= self.max_read_ahead_bytes
+            || self.deferred.len() >= READ_AHEAD_MESSAGES
     }
 
     /// Parses every complete line already in the line buffer into the read-ahead queue (no
     /// syscall), so that cancellations among them take effect before the requests they name
     /// start. Does nothing unless cancellation is on.
     pub(crate) fn read_ahead_buffered(&mut self) {
-        if self.cancel_method.is_none() {
+        if self.cancel_method.is_none() && self.outbound.is_empty() {
             return;
         }
-        while self.deferred.len() < READ_AHEAD_LIMIT {
-            let Some(parsed) = self.parse_next_line() else {
+        while !self.read_ahead_full() {
+            let Some((parsed, bytes)) = self.parse_next_line() else {
                 break;
             };
-            self.defer(parsed);
+            self.defer(parsed, bytes);
+        }
+    }
+
+    /// Like [`Connection::read_ahead_buffered`], but also without a cancel method: used while
+    /// too many requests are in flight, so that the line buffer never grows past one read.
+    pub(crate) fn read_ahead_always(&mut self) {
+        while !self.read_ahead_full() {
+            let Some((parsed, bytes)) = self.parse_next_line() else {
+                break;
+            };
+            self.defer(parsed, bytes);
         }
     }
 
@@ -260,7 +315,7 @@ impl Connection {
     /// a cancellation that names the running request or a queued one (recorded and consumed),
     /// or the response a handler is waiting for (kept aside). Everything else keeps its place in
     /// arrival order.
-    fn defer(&mut self, parsed: Parsed) {
+    fn defer(&mut self, parsed: Parsed, bytes: usize) {
         match &parsed {
             Parsed::Single(Message::Notification(n))
                 if Some(n.method.as_str()) == self.cancel_method.as_deref() =>
@@ -275,10 +330,12 @@ impl Connection {
                         self.running_cancelled = true;
                         return;
                     }
-                    let queued = self
-                        .deferred
-                        .iter()
-                        .any(|p| matches!(p, Parsed::Single(Message::Request(r)) if r.id == id));
+                    if self.cancel_owed(&id) {
+                        return;
+                    }
+                    let queued = self.deferred.iter().any(
+                        |(p, _)| matches!(p, Parsed::Single(Message::Request(r)) if r.id == id),
+                    );
                     if queued {
                         self.cancelled_queued.insert(id);
                         return;
@@ -295,9 +352,117 @@ impl Connection {
                 }
                 return;
             }
+            Parsed::Single(Message::Response(r))
+                if r.id
+                    .as_ref()
+                    .is_some_and(|id| self.outbound.contains_key(id)) =>
+            {
+                if let Parsed::Single(Message::Response(r)) = parsed {
+                    self.route_response(r);
+                }
+                return;
+            }
             _ => {}
         }
-        self.deferred.push_back(parsed);
+        self.deferred_bytes += bytes;
+        self.deferred.push_back((parsed, bytes));
+    }
+
+    /// Cancels a request whose answer a responder owes, if `id` names one the peer may cancel;
+    /// its answer will not be sent.
+    pub(crate) fn cancel_owed(&mut self, id: &RequestId) -> bool {
+        match self.owed.get(id) {
+            Some((token, true)) => {
+                if !token.is_cancelled() {
+                    token.cancel_by_peer();
+                    self.stats.cancelled += 1;
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Hands a response to the thread that sent the request, if one did; `Err` gives it back.
+    pub(crate) fn route_response(&mut self, response: Response) -> Option<Response> {
+        let Some(reply) = response.id.as_ref().and_then(|id| self.outbound.remove(id)) else {
+            return Some(response);
+        };
+        // The sender may have given up meanwhile; then the answer is simply late.
+        let _ = reply.send(response);
+        None
+    }
+
+    /// A sender of events to this loop, for a responder or a worker.
+    pub(crate) fn outbox(&self) -> &Outbox {
+        &self.outbox
+    }
+
+    /// Takes every event other threads sent: answers are written (unless cancelled),
+    /// notifications and requests queued for the peer, posts kept for the handler.
+    pub(crate) fn take_events(&mut self) {
+        while let Some(event) = self.inbox.try_next() {
+            match event {
+                Event::Answer { id, result } => {
+                    let Some((token, _)) = self.owed.remove(&id) else {
+                        continue;
+                    };
+                    // A request the peer cancelled gets no answer; one stopped by a shutdown
+                    // still does (whatever the handler made of it).
+                    if !token.cancelled_by_peer() && !self.peer_gone {
+                        self.enqueue(&answer_message(id, result));
+                    }
+                }
+                Event::Notify(notification) => {
+                    if !self.peer_gone {
+                        self.enqueue(&Message::Notification(notification));
+                    }
+                }
+                Event::Request { request, reply } => {
+                    if self.peer_gone {
+                        continue; // dropping `reply` tells the sender
+                    }
+                    self.outbound.insert(request.id.clone(), reply);
+                    self.enqueue(&Message::Request(request));
+                }
+                Event::Forget { id, reason } => {
+                    if self.outbound.remove(&id).is_some() {
+                        if let Some(cancel) = self.cancel_method.clone() {
+                            let params = serde_json::json!({
+                                "requestId": id.to_value(),
+                                "reason": reason,
+                            });
+                            self.enqueue(&Message::Notification(Notification {
+                                method: cancel,
+                                params: Some(params),
+                            }));
+                        }
+                    }
+                }
+                Event::Post(data) => self.posts.push_back(data),
+            }
+        }
+        self.stats.stderr_lines_dropped = diagnostics::dropped();
+    }
+
+    /// Cancels every request a responder still owes, for the reason given.
+    pub(crate) fn cancel_all_owed(&mut self, shutdown: bool) {
+        for (token, _) in self.owed.values() {
+            if shutdown {
+                token.cancel_for_shutdown();
+            } else {
+                token.cancel_peer_gone();
+            }
+        }
+    }
+
+    /// Answers every request still owed with an error (the server is ending) and forgets them.
+    pub(crate) fn fail_owed(&mut self, why: &str) {
+        let owed: Vec<RequestId> = self.owed.drain().map(|(id, _)| id).collect();
+        for id in owed {
+            let error = ErrorObject::internal(format!("internal error: {why}"));
+            self.enqueue(&answer_message(id, Err(error)));
+        }
     }
 
     /// Whether the peer has cancelled the running request, or the loop must end (a shutdown
@@ -334,7 +499,7 @@ impl Connection {
         }
         let left = deadline.saturating_duration_since(Instant::now());
         // A plain input (a regular file) cannot be polled but is always ready.
-        if !(self.input_ready() && self.deferred.len() < READ_AHEAD_LIMIT) {
+        if !self.input_ready() || self.read_ahead_full() {
             self.wait(Some(left))?;
         }
         self.take_input();
@@ -344,40 +509,30 @@ impl Connection {
     /// Reads what the kernel holds (one read) and reads ahead its complete lines, then writes
     /// queued output.
     fn take_input(&mut self) {
-        if self.input_ready() && self.deferred.len() < READ_AHEAD_LIMIT {
-            // An error here is met again, and reported, by the loop's own read.
-            let _ = self.fill();
+        if self.input_ready() {
+            if self.read_ahead_full() {
+                self.stats.read_ahead_full += 1;
+            } else {
+                // An error here is met again, and reported, by the loop's own read.
+                let _ = self.fill();
+            }
         }
         self.read_ahead_buffered();
         self.flush();
     }
 
-    /// Registers a child's pipe with the poller.
-    pub(crate) fn register_child(
-        &mut self,
-        pipe: &mut mio::unix::pipe::Receiver,
-        token: Token,
-    ) -> io::Result<()> {
-        self.poll
-            .registry()
-            .register(pipe, token, Interest::READABLE)
-    }
-
-    /// Removes a child's pipe from the poller.
-    pub(crate) fn deregister_child(&mut self, pipe: &mut mio::unix::pipe::Receiver) {
-        let _ = self.poll.registry().deregister(pipe);
-    }
-
     /// Parses the next complete line of the buffer (at end of file also the last line without
-    /// a newline).
-    fn parse_next_line(&mut self) -> Option<Parsed> {
+    /// a newline), with the line's length.
+    fn parse_next_line(&mut self) -> Option<(Parsed, usize)> {
         let line = if self.input_eof {
             self.lines.finish()
         } else {
             self.lines.next_line()
         }?;
+        let mut length = self.max_message_bytes;
         let parsed = match line {
             Line::Complete(bytes) => {
+                length = bytes.len();
                 let parsed = parse_line(bytes);
                 if let Parsed::Invalid(response) = &parsed {
                     self.stats.bad_messages += 1;
@@ -409,7 +564,7 @@ impl Connection {
             }
         };
         self.lines.give_back();
-        Some(parsed)
+        Some((parsed, length))
     }
 
     /// Queues a message for the peer; written at the next flush.
@@ -427,9 +582,7 @@ impl Connection {
 
     /// A fresh id for a request we send to the peer.
     pub(crate) fn next_request_id(&mut self) -> i64 {
-        let id = self.next_request_id;
-        self.next_request_id += 1;
-        id
+        self.next_request_id.fetch_add(1, Ordering::Relaxed)
     }
 
     /// Writes queued output until it is all written or the fd would block. Marks the peer gone
@@ -498,6 +651,7 @@ impl Connection {
                     }
                 }
                 SIGNALS => drain_signals = true,
+                // Events are taken by the loop on its next pass (`take_events`).
                 _ => {}
             }
         }
@@ -544,6 +698,52 @@ impl Connection {
     }
 }
 
+/// A command run from a handler on the loop's thread waits through the loop, which keeps
+/// reading input (and noticing a cancellation) meanwhile.
+impl Waiter for Connection {
+    fn register(&mut self, pipe: &mut mio::unix::pipe::Receiver, stderr: bool) -> io::Result<()> {
+        let token = if stderr { CHILD_ERR } else { CHILD_OUT };
+        self.poll
+            .registry()
+            .register(pipe, token, Interest::READABLE)
+    }
+
+    fn deregister(&mut self, pipe: &mut mio::unix::pipe::Receiver) {
+        let _ = self.poll.registry().deregister(pipe);
+    }
+
+    fn wait_until(&mut self, deadline: Instant) -> Result<(), Error> {
+        Connection::wait_until(self, deadline)
+    }
+
+    fn interruption(&self) -> Option<Error> {
+        self.interrupted().then(|| self.interruption_error())
+    }
+}
+
+impl Connection {
+    /// Why the running handler was interrupted, as an error.
+    pub(crate) fn interruption_error(&self) -> Error {
+        if self.running_cancelled {
+            Error::Cancelled
+        } else if self.peer_gone {
+            Error::PeerGone
+        } else {
+            Error::Shutdown
+        }
+    }
+
+    /// Runs a command for a handler on the loop's thread (see [`child::run`]).
+    pub(crate) fn run_command(
+        &mut self,
+        command: std::process::Command,
+        max_output: usize,
+        timeout: Option<Duration>,
+    ) -> Result<child::ChildOutput, Error> {
+        child::run(self, command, max_output, timeout)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -554,6 +754,7 @@ mod tests {
         let config = ConnectionConfig {
             max_message_bytes: 1 << 20,
             max_output_bytes: 1 << 20,
+            max_read_ahead_bytes: 1 << 20,
             handle_signals: false,
             log_bad_input: false,
         };
@@ -565,7 +766,7 @@ mod tests {
     fn ids(conn: &Connection) -> Vec<String> {
         conn.deferred
             .iter()
-            .map(|p| match p {
+            .map(|(p, _)| match p {
                 Parsed::Single(Message::Request(r)) => r.id.to_string(),
                 Parsed::Single(Message::Notification(n)) => n.method.clone(),
                 _ => "other".to_owned(),
@@ -634,5 +835,48 @@ mod tests {
         conn.peek(true);
         assert_eq!(ids(&conn), ["1"]);
         assert_eq!(conn.arrived.as_ref().unwrap().id, Some(RequestId::from(7)));
+    }
+
+    #[test]
+    fn read_ahead_stops_at_its_byte_limit_and_resumes_when_drained() {
+        let (mut peer, ours) = UnixStream::pair().unwrap();
+        let config = ConnectionConfig {
+            max_message_bytes: 1 << 20,
+            max_output_bytes: 1 << 20,
+            max_read_ahead_bytes: 100,
+            handle_signals: false,
+            log_bad_input: false,
+        };
+        let mut conn = Connection::new(ours.as_fd(), ours.as_fd(), &config).unwrap();
+        conn.cancel_method = Some("cancel".to_owned());
+        let line = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"a\",\"params\":{}}\n";
+        for _ in 0..10 {
+            peer.write_all(line).unwrap();
+        }
+        conn.fill().unwrap();
+        conn.read_ahead_buffered();
+        // Two lines of 48 bytes stay under 100; the third reaches it, and parsing stops there.
+        assert_eq!(conn.deferred.len(), 3);
+        assert!(conn.read_ahead_full());
+        conn.next_parsed().unwrap();
+        assert!(!conn.read_ahead_full());
+        conn.read_ahead_buffered();
+        assert_eq!(conn.deferred.len(), 3);
+    }
+
+    #[test]
+    fn a_cancellation_of_an_owed_request_cancels_its_token_and_is_consumed() {
+        let (mut peer, ours) = UnixStream::pair().unwrap();
+        let mut conn = connection(&ours);
+        let token = CancelToken::new();
+        conn.owed.insert(RequestId::from(5), (token.clone(), true));
+        peer.write_all(
+            b"{\"jsonrpc\":\"2.0\",\"method\":\"cancel\",\"params\":{\"requestId\":5}}\n",
+        )
+        .unwrap();
+        conn.peek(true);
+        assert!(token.is_cancelled());
+        assert!(conn.deferred.is_empty());
+        assert_eq!(conn.stats.cancelled, 1);
     }
 }

@@ -9,16 +9,25 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::child::{self, ChildOutput};
+use crate::child::ChildOutput;
 use crate::connection::Connection;
 use crate::error::{Error, Outcome};
 use crate::message::{ErrorObject, Message, Notification, Request, RequestId, Response};
+use crate::responder::{CancelToken, Responder};
+use crate::stats::Stats;
 
 /// What a server does with the messages it receives.
 ///
 /// Only [`handle_request`](Handler::handle_request) is required; every other method has a
 /// default that does nothing. Methods run on the loop's thread, one at a time, so a handler can
 /// keep state in `&mut self` without locks.
+///
+/// # Threads
+/// While a method runs, the loop serves nobody else, so methods should be quick. Slow work goes
+/// elsewhere: take the request's [`Responder`] ([`Context::responder`]), move it to another
+/// thread (or a pool), and return; the loop keeps serving and writes the answer when the
+/// responder gives it. What that thread learns for the handler's state comes back through
+/// [`Responder::post`] to [`handle_post`](Handler::handle_post), on the loop's thread.
 pub trait Handler {
     /// Answers a request. `Ok` becomes a result response and `Err` an error response, each with
     /// the request's id. A panic is caught and answered with `-32603`; the loop goes on.
@@ -37,6 +46,13 @@ pub trait Handler {
     /// error response the peer sent about something it could not read (`id` is `None` then).
     fn handle_response(&mut self, response: Response, cx: &mut Context<'_>) {
         let _ = (response, cx);
+    }
+
+    /// Handles data another thread posted ([`Responder::post`]), on the loop's thread: the
+    /// place where results of work done elsewhere update the handler's state. Posts of one
+    /// responder arrive in order, and before its answer is written.
+    fn handle_post(&mut self, data: Box<dyn Any + Send>, cx: &mut Context<'_>) {
+        let _ = (data, cx);
     }
 
     /// Runs once after each quiet period of the server's idle timeout: the place to evict
@@ -77,32 +93,6 @@ pub trait Handler {
         let _ = request;
         true
     }
-}
-
-/// Counters of what a loop has seen, readable from a handler through [`Context::stats`].
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Stats {
-    /// Requests handed to the handler.
-    pub requests: u64,
-    /// Notifications handed to the handler.
-    pub notifications: u64,
-    /// Responses handed to the handler.
-    pub responses: u64,
-    /// Lines that were not valid messages (each answered with an error), oversize ones included.
-    pub bad_messages: u64,
-    /// Lines longer than the message limit.
-    pub oversize_messages: u64,
-    /// Handler calls that panicked.
-    pub handler_panics: u64,
-    /// Times the idle hook ran.
-    pub idle_hooks: u64,
-    /// Requests the peer cancelled: dropped before they started, or answered by nobody.
-    pub cancelled: u64,
-    /// Bytes read from the input.
-    pub bytes_in: u64,
-    /// Bytes written to the output.
-    pub bytes_out: u64,
 }
 
 /// What a handler can do while it works: talk to the peer and see the loop's state.
@@ -339,7 +329,37 @@ impl<'a> Context<'a> {
         max_output: usize,
         timeout: Option<Duration>,
     ) -> Result<ChildOutput, Error> {
-        child::run(self.conn, command, max_output, timeout)
+        self.conn.run_command(command, max_output, timeout)
+    }
+
+    /// Takes the answer of the request being handled out of the loop's hands: the loop sends
+    /// nothing when the handler returns (its return value is ignored, unless it panics), and
+    /// the returned [`Responder`] answers later, from any thread, while the loop keeps serving.
+    ///
+    /// The responder sees the request's cancellation ([`Responder::is_cancelled`]); the answer
+    /// of a request the peer cancelled is not sent. A responder dropped unanswered answers
+    /// `-32603`. Returns `None` for a notification or a response, and when the answer was
+    /// already taken.
+    pub fn responder(&mut self) -> Option<Responder> {
+        let id = self.request?;
+        if self.conn.response_withheld {
+            return None;
+        }
+        self.conn.response_withheld = true;
+        let token = CancelToken::new();
+        let cancellable = self.conn.running.is_some();
+        if self.conn.running_cancelled {
+            token.cancel_by_peer();
+        }
+        self.conn
+            .owed
+            .insert(id.clone(), (token.clone(), cancellable));
+        self.conn.stats.answered_later += 1;
+        Some(Responder::new(
+            id.clone(),
+            self.conn.outbox().clone(),
+            token,
+        ))
     }
 
     /// The loop sends no response when the handler of this request returns (whatever it
@@ -354,13 +374,7 @@ impl<'a> Context<'a> {
 
     /// Why the handler was interrupted, as an error.
     fn interruption(&self) -> Error {
-        if self.conn.running_cancelled {
-            Error::Cancelled
-        } else if self.conn.peer_gone {
-            Error::PeerGone
-        } else {
-            Error::Shutdown
-        }
+        self.conn.interruption_error()
     }
 
     /// The connection, for crate-internal extensions of the context.

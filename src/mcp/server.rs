@@ -19,16 +19,17 @@
 
 use std::collections::BTreeSet;
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
 use crate::error::{Error, Outcome};
-use crate::handler::{catch_panic, Context, Handler};
+use crate::handler::{Context, Handler};
 use crate::mcp::arguments::Arguments;
-use crate::mcp::context::{Change, McpContext, Scope};
+use crate::mcp::context::{McpContext, Scope};
 use crate::mcp::era::{self, Envelope};
-use crate::mcp::input::{self, Rounds};
+use crate::mcp::input::Rounds;
 use crate::mcp::logging::LogLevel;
 use crate::mcp::prompt::{Prompt, PromptMessage};
 use crate::mcp::resource::{Resource, ResourceContents, ResourceTemplate, RESOURCE_NOT_FOUND};
@@ -36,9 +37,28 @@ use crate::mcp::tool::{Tool, ToolError, ToolResult};
 use crate::mcp::{LATEST_PROTOCOL_VERSION, MODERN_PROTOCOL_VERSIONS, PROTOCOL_VERSIONS};
 use crate::message::{ErrorCode, ErrorObject, Message, Notification, Request, RequestId, Response};
 use crate::server::Server;
+use crate::worker_pool::WorkerPool;
+
+/// The default most threads of the worker pool (see [`McpServer::workers`]).
+const DEFAULT_WORKERS: usize = 32;
+
+mod calls;
+
+use calls::{child_context, subscription_uri, Announced};
 
 type ToolFn<S> =
     Box<dyn FnMut(&mut S, &mut Arguments, &mut McpContext<'_>) -> Result<ToolResult, ToolError>>;
+/// A tool function that runs on a worker thread, over state it shares (it captures it).
+type ConcurrentToolFn =
+    Arc<dyn Fn(&mut Arguments, &mut McpContext<'_>) -> Result<ToolResult, ToolError> + Send + Sync>;
+
+/// Where a tool runs.
+enum ToolRunner<S> {
+    /// On the loop's thread, with the server's state: quick tools (no thread hop).
+    OnLoop(ToolFn<S>),
+    /// On the worker pool: slow tools, which must not hold up other requests.
+    Concurrent(ConcurrentToolFn),
+}
 type ReadFn<S> = Box<
     dyn FnMut(
         &mut S,
@@ -141,9 +161,6 @@ const MODERN_METHODS: [&str; 10] = [
     "subscriptions/listen",
 ];
 
-/// The most values a `completion/complete` result may hold (the spec's limit).
-const MAX_COMPLETIONS: usize = 100;
-
 /// An MCP server over a state `S` of yours: register tools, resources and prompts, then serve.
 ///
 /// It implements [`Handler`], so [`Server`] runs it, and it serves clients of both eras:
@@ -181,7 +198,7 @@ pub struct McpServer<S = ()> {
     state: S,
     info: Value,
     instructions: Option<String>,
-    tools: Vec<(Tool, ToolFn<S>)>,
+    tools: Vec<(Tool, ToolRunner<S>)>,
     resources: Vec<(Resource, ReadFn<S>)>,
     templates: Vec<(ResourceTemplate, ReadFn<S>)>,
     prompts: Vec<(Prompt, PromptFn<S>)>,
@@ -193,6 +210,10 @@ pub struct McpServer<S = ()> {
     cache_public: bool,
     session: Session,
     listeners: Vec<Listener>,
+    /// Threads for concurrent tools; started with the first such call.
+    pool: Option<WorkerPool>,
+    /// The most threads `pool` may have.
+    workers: usize,
 }
 
 impl<S: fmt::Debug> fmt::Debug for McpServer<S> {
@@ -242,6 +263,8 @@ impl<S: 'static> McpServer<S> {
                 scope_cache: None,
             },
             listeners: Vec::new(),
+            pool: None,
+            workers: DEFAULT_WORKERS,
         }
     }
 
@@ -301,7 +324,64 @@ impl<S: 'static> McpServer<S> {
             + 'static,
     ) -> McpServer<S> {
         self.tools.retain(|(t, _)| t.name() != tool.name());
-        self.tools.push((tool, Box::new(run)));
+        self.tools.push((tool, ToolRunner::OnLoop(Box::new(run))));
+        self
+    }
+
+    /// Registers a tool that runs on the server's worker pool, so that it never holds up other
+    /// requests: the loop keeps answering everything else (fast tools, pings, lists, other
+    /// concurrent calls) while it runs. The function gets no `&mut S`: it shares whatever
+    /// state it captures (an `Arc` of something `Sync`), which is why it must be
+    /// `Send + Sync`.
+    ///
+    /// Its [`McpContext`] works as on the loop's thread: cancellation (a flag the loop sets;
+    /// [`McpContext::sleep`] wakes at once), progress, logging, requests to the client
+    /// (routed through the loop), [`McpContext::run_command`] (its process group is stopped
+    /// within a second of a cancellation). A panic gives an `isError` result and the pool keeps
+    /// its threads. Announced changes are delivered before the answer.
+    ///
+    /// Use it for anything that waits: sleeps, commands, network or disk I/O, questions to the
+    /// client. Keep [`McpServer::tool`] for quick tools, which run on the loop's thread with no
+    /// thread hop (and `&mut S`). See [`McpServer::workers`] for the pool's size.
+    ///
+    /// # Example
+    /// ```no_run
+    /// use std::sync::{Arc, atomic::{AtomicU64, Ordering}};
+    /// use std::time::Duration;
+    /// use mcpipe::{McpServer, Tool, ToolResult};
+    ///
+    /// let done = Arc::new(AtomicU64::new(0));
+    /// let mut server = McpServer::new("slow", "1.0.0", ()).concurrent_tool(
+    ///     Tool::new("wait", "Waits a second"),
+    ///     move |_args, cx| {
+    ///         cx.sleep(Duration::from_secs(1))?; // wakes at once when cancelled
+    ///         let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+    ///         Ok(ToolResult::text(format!("waited ({n} so far)")))
+    ///     },
+    /// );
+    /// server.serve_stdio()?;
+    /// # Ok::<(), mcpipe::Error>(())
+    /// ```
+    pub fn concurrent_tool(
+        mut self,
+        tool: Tool,
+        run: impl Fn(&mut Arguments, &mut McpContext<'_>) -> Result<ToolResult, ToolError>
+            + Send
+            + Sync
+            + 'static,
+    ) -> McpServer<S> {
+        self.tools.retain(|(t, _)| t.name() != tool.name());
+        self.tools
+            .push((tool, ToolRunner::Concurrent(Arc::new(run))));
+        self
+    }
+
+    /// The most threads the pool of [`concurrent_tool`](McpServer::concurrent_tool)s may start
+    /// (32 by default; at least 1). Threads start on demand and stay. Calls beyond the count
+    /// wait for a free thread; how many may wait is bounded by the loop
+    /// ([`Server::max_in_flight`](crate::Server::max_in_flight)).
+    pub fn workers(mut self, threads: usize) -> McpServer<S> {
+        self.workers = threads.max(1);
         self
     }
 
@@ -656,25 +736,8 @@ impl<S: 'static> McpServer<S> {
             _ => (Err(ErrorObject::method_not_found(method)), false),
         };
         let mut result = result?;
-        if let Value::Object(map) = &mut result {
-            let complete = !map.contains_key("resultType");
-            if complete {
-                map.insert("resultType".into(), json!("complete"));
-            }
-            if cacheable && complete {
-                map.insert("ttlMs".into(), json!(self.cache_ttl_ms));
-                let scope = if self.cache_public {
-                    "public"
-                } else {
-                    "private"
-                };
-                map.insert("cacheScope".into(), json!(scope));
-            }
-            let meta = map.entry("_meta").or_insert_with(|| json!({}));
-            if let Value::Object(meta) = meta {
-                meta.insert(era::SERVER_INFO_KEY.into(), self.info.clone());
-            }
-        }
+        let cache = cacheable.then_some((self.cache_ttl_ms, self.cache_public));
+        modern_result(&mut result, &self.info, cache);
         Ok(result)
     }
 
@@ -735,350 +798,29 @@ impl<S: 'static> McpServer<S> {
         let _ = cx.notify("notifications/subscriptions/acknowledged", Some(ack));
         Ok(Value::Null)
     }
-
-    /// Sends the notifications for what a handler announced.
-    fn deliver(&mut self, changes: Vec<Change>, cx: &mut Context<'_>) {
-        if !self.change_notifications {
-            return;
-        }
-        let legacy = self.session.version.is_some();
-        for change in changes {
-            let (method, uri) = match &change {
-                Change::Tools => ("notifications/tools/list_changed", None),
-                Change::Prompts => ("notifications/prompts/list_changed", None),
-                Change::Resources => ("notifications/resources/list_changed", None),
-                Change::ResourceUpdated(uri) => {
-                    ("notifications/resources/updated", Some(uri.as_str()))
-                }
-            };
-            if legacy {
-                match uri {
-                    None => {
-                        let _ = cx.notify(method, None);
-                    }
-                    Some(uri) if self.session.subscribed.contains(uri) => {
-                        let _ = cx.notify(method, Some(json!({ "uri": uri })));
-                    }
-                    Some(_) => {}
-                }
-            }
-            for listener in &self.listeners {
-                let wants = match &change {
-                    Change::Tools => listener.tools,
-                    Change::Prompts => listener.prompts,
-                    Change::Resources => listener.resources,
-                    Change::ResourceUpdated(uri) => listener.uris.iter().any(|u| u == uri),
-                };
-                if !wants {
-                    continue;
-                }
-                let mut params = Map::new();
-                if let Some(uri) = uri {
-                    params.insert("uri".into(), json!(uri));
-                }
-                params.insert(
-                    "_meta".into(),
-                    json!({ era::SUBSCRIPTION_ID_KEY: listener.id.to_value() }),
-                );
-                let _ = cx.notify(method, Some(Value::Object(params)));
-            }
-        }
-    }
-
-    /// `tools/call`. The arguments are moved out of `params` (the request's own, dropped
-    /// afterwards), never copied: a 10 MB argument is not duplicated on its way to the tool.
-    fn call_tool(
-        &mut self,
-        params: &mut Map<String, Value>,
-        scope: &Scope,
-        cx: &mut Context<'_>,
-    ) -> Result<Value, ErrorObject> {
-        let arguments = params.remove("arguments");
-        let Some(name) = params.get("name").and_then(Value::as_str) else {
-            return Err(ErrorObject::invalid_params(
-                "invalid params: tools/call needs a string \"name\"",
-            ));
-        };
-        let arguments = match arguments {
-            None | Some(Value::Null) => Map::new(),
-            Some(Value::Object(map)) => map,
-            Some(_) => {
-                return Err(ErrorObject::invalid_params(
-                    "invalid params: tools/call \"arguments\" must be an object",
-                ))
-            }
-        };
-        let Some((_, run)) = self.tools.iter_mut().find(|(t, _)| t.name() == name) else {
-            return Err(ErrorObject::invalid_params(format!("unknown tool: {name}"))
-                .with_data(json!({ "name": name })));
-        };
-        // The call's binding is for 2026-07-28 rounds only: the handshake era has one round.
-        let binding = if scope.modern {
-            input::binding_of_map("tools/call", name, &arguments)
-        } else {
-            String::new()
-        };
-        let rounds = rounds_for(scope, params, &binding)?;
-        let mut arguments = Arguments::from_map(arguments);
-        let token = progress_token(params);
-        let state = &mut self.state;
-        let mut mcx = McpContext::new(child_context(cx), scope, token, rounds);
-        let outcome = catch_panic(|| run(state, &mut arguments, &mut mcx));
-        let (rounds, changes) = mcx.into_parts();
-        self.deliver(changes, cx);
-        if let Ok(returned) = &outcome {
-            if let Some(answer) = round_outcome(scope, &rounds, &binding, returned.is_err()) {
-                return answer;
-            }
-        }
-        match outcome {
-            Ok(Ok(result)) => Ok(result.into_value()),
-            Ok(Err(error)) => error.into_response(),
-            Err(panic) => {
-                eprintln!("mcpipe: the tool {name} panicked: {panic}");
-                Ok(
-                    ToolResult::error(format!("internal error: the tool {name} panicked: {panic}"))
-                        .into_value(),
-                )
-            }
-        }
-    }
-
-    fn read_resource(
-        &mut self,
-        params: &Map<String, Value>,
-        scope: &Scope,
-        cx: &mut Context<'_>,
-    ) -> Result<Value, ErrorObject> {
-        let Some(uri) = params.get("uri").and_then(Value::as_str) else {
-            return Err(ErrorObject::invalid_params(
-                "invalid params: resources/read needs a string \"uri\"",
-            ));
-        };
-        let vars;
-        let read = if let Some((_, read)) = self.resources.iter_mut().find(|(r, _)| r.uri() == uri)
-        {
-            vars = Arguments::default();
-            read
-        } else {
-            let found = self
-                .templates
-                .iter_mut()
-                .find_map(|(t, read)| t.matches(uri).map(|v| (v, read)));
-            let Some((matched, read)) = found else {
-                return Err(Resource::not_found(uri));
-            };
-            vars = Arguments::from_map(matched);
-            read
-        };
-        let binding = if scope.modern {
-            input::binding("resources/read", uri, &Value::Null)
-        } else {
-            String::new()
-        };
-        let rounds = rounds_for(scope, params, &binding)?;
-        let mut mcx = McpContext::new(child_context(cx), scope, progress_token(params), rounds);
-        let outcome = read(&mut self.state, uri, &vars, &mut mcx);
-        let (rounds, changes) = mcx.into_parts();
-        self.deliver(changes, cx);
-        if let Some(answer) = round_outcome(scope, &rounds, &binding, outcome.is_err()) {
-            return answer;
-        }
-        let contents = outcome?;
-        if contents.is_empty() && scope.modern {
-            // 2026-07-28: never an empty `contents` for a resource that is not there.
-            return Err(Resource::not_found(uri));
-        }
-        Ok(
-            json!({ "contents": contents.iter().map(ResourceContents::to_value).collect::<Vec<_>>() }),
-        )
-    }
-
-    fn get_prompt(
-        &mut self,
-        params: &mut Map<String, Value>,
-        scope: &Scope,
-        cx: &mut Context<'_>,
-    ) -> Result<Value, ErrorObject> {
-        let arguments = params.remove("arguments");
-        let Some(name) = params.get("name").and_then(Value::as_str) else {
-            return Err(ErrorObject::invalid_params(
-                "invalid params: prompts/get needs a string \"name\"",
-            ));
-        };
-        let Some((prompt, get)) = self.prompts.iter_mut().find(|(p, _)| p.name() == name) else {
-            return Err(
-                ErrorObject::invalid_params(format!("unknown prompt: {name}"))
-                    .with_data(json!({ "name": name })),
-            );
-        };
-        let arguments = match arguments {
-            None | Some(Value::Null) => Map::new(),
-            Some(Value::Object(map)) => map,
-            Some(_) => {
-                return Err(ErrorObject::invalid_params(
-                    "invalid params: prompts/get \"arguments\" must be an object",
-                ))
-            }
-        };
-        if let Some(missing) = prompt
-            .required_arguments()
-            .find(|a| arguments.get(*a).is_none_or(Value::is_null))
-        {
-            return Err(ErrorObject::invalid_params(format!(
-                "invalid params: prompt {name} needs the argument \"{missing}\""
-            )));
-        }
-        let description = prompt.description_value().cloned();
-        let binding = if scope.modern {
-            input::binding_of_map("prompts/get", name, &arguments)
-        } else {
-            String::new()
-        };
-        let rounds = rounds_for(scope, params, &binding)?;
-        let arguments = Arguments::from_map(arguments);
-        let mut mcx = McpContext::new(child_context(cx), scope, progress_token(params), rounds);
-        let outcome = get(&mut self.state, &arguments, &mut mcx);
-        let (rounds, changes) = mcx.into_parts();
-        self.deliver(changes, cx);
-        if let Some(answer) = round_outcome(scope, &rounds, &binding, outcome.is_err()) {
-            return answer;
-        }
-        let messages = outcome?;
-        let mut result = Map::new();
-        if let Some(description) = description {
-            result.insert("description".into(), description);
-        }
-        result.insert(
-            "messages".into(),
-            Value::Array(messages.iter().map(PromptMessage::to_value).collect()),
-        );
-        Ok(Value::Object(result))
-    }
-
-    fn complete(
-        &mut self,
-        params: &Map<String, Value>,
-        scope: &Scope,
-        cx: &mut Context<'_>,
-    ) -> Result<Value, ErrorObject> {
-        let reference = match params.get("ref") {
-            Some(r @ Value::Object(_)) => r.clone(),
-            _ => {
-                return Err(ErrorObject::invalid_params(
-                    "invalid params: completion/complete needs a \"ref\" object",
-                ))
-            }
-        };
-        let argument = params.get("argument").and_then(Value::as_object);
-        let (Some(name), Some(value)) = (
-            argument.and_then(|a| a.get("name")).and_then(Value::as_str),
-            argument
-                .and_then(|a| a.get("value"))
-                .and_then(Value::as_str),
-        ) else {
-            return Err(ErrorObject::invalid_params(
-                "invalid params: completion/complete needs \"argument\" with string \"name\" \
-                 and \"value\"",
-            ));
-        };
-        let Some(complete) = self.completion.as_mut() else {
-            return Err(ErrorObject::method_not_found("completion/complete"));
-        };
-        let mut mcx = McpContext::new(
-            child_context(cx),
-            scope,
-            progress_token(params),
-            Rounds::default(),
-        );
-        let mut values = complete(&mut self.state, &reference, name, value, &mut mcx)?;
-        let (_, changes) = mcx.into_parts();
-        self.deliver(changes, cx);
-        let total = values.len();
-        let has_more = total > MAX_COMPLETIONS;
-        values.truncate(MAX_COMPLETIONS);
-        Ok(json!({ "completion": { "values": values, "total": total, "hasMore": has_more } }))
-    }
-
-    fn set_level(&mut self, params: &Map<String, Value>) -> Result<Value, ErrorObject> {
-        let level = params.get("level").and_then(Value::as_str);
-        match level.and_then(LogLevel::from_name) {
-            Some(level) => {
-                self.session.log_level = level;
-                Ok(json!({}))
-            }
-            None => Err(ErrorObject::invalid_params(format!(
-                "invalid params: unknown log level {}; expected one of debug, info, notice, \
-                 warning, error, critical, alert, emergency",
-                params.get("level").unwrap_or(&Value::Null)
-            ))),
-        }
-    }
-}
-
-/// The inputs of this round: parsed from the request under 2026-07-28, none in the handshake
-/// era (where a call has one round and inputs are asked for live).
-fn rounds_for(
-    scope: &Scope,
-    params: &Map<String, Value>,
-    binding: &str,
-) -> Result<Rounds, ErrorObject> {
-    if scope.modern {
-        Rounds::from_params(params, binding)
-    } else {
-        Ok(Rounds::default())
-    }
-}
-
-/// Under 2026-07-28, what overrides the handler's own answer: `input_required` while an input
-/// is missing, `-32021` when it failed for want of a client capability.
-fn round_outcome(
-    scope: &Scope,
-    rounds: &Rounds,
-    binding: &str,
-    failed: bool,
-) -> Option<Result<Value, ErrorObject>> {
-    if !scope.modern {
-        return None;
-    }
-    if !rounds.pending.is_empty() {
-        return Some(Ok(rounds.input_required(binding)));
-    }
-    match (&rounds.missing_capability, failed) {
-        (Some(required), true) => Some(Err(ErrorObject::new(
-            era::MISSING_CLIENT_CAPABILITY,
-            "missing required client capability: the request needs a capability the client \
-             did not declare in io.modelcontextprotocol/clientCapabilities",
-        )
-        .with_data(json!({ "requiredCapabilities": required })))),
-        _ => None,
-    }
-}
-
-fn subscription_uri(params: &Map<String, Value>, method: &str) -> Result<String, ErrorObject> {
-    params
-        .get("uri")
-        .and_then(Value::as_str)
-        .map(str::to_owned)
-        .ok_or_else(|| {
-            ErrorObject::invalid_params(format!("invalid params: {method} needs a string \"uri\""))
-        })
-}
-
-/// A fresh context for the same request, so an [`McpContext`] can own one.
-fn child_context<'b>(cx: &'b mut Context<'_>) -> Context<'b> {
-    cx.reborrow()
-}
-
-fn progress_token(params: &Map<String, Value>) -> Option<Value> {
-    params
-        .get("_meta")
-        .and_then(|m| m.get("progressToken"))
-        .filter(|t| t.is_string() || t.is_i64() || t.is_u64())
-        .cloned()
 }
 
 /// One page of `items` from `cursor` on, and the cursor of the next page if there is one.
+/// Completes a 2026-07-28 result: `resultType` (`complete` unless the handler set one),
+/// caching hints when `cache` holds them (`ttlMs`, public or not), and the server's info in
+/// `_meta`.
+pub(crate) fn modern_result(result: &mut Value, info: &Value, cache: Option<(u64, bool)>) {
+    let Value::Object(map) = result else { return };
+    let complete = !map.contains_key("resultType");
+    if complete {
+        map.insert("resultType".into(), json!("complete"));
+    }
+    if let (Some((ttl_ms, public)), true) = (cache, complete) {
+        map.insert("ttlMs".into(), json!(ttl_ms));
+        let scope = if public { "public" } else { "private" };
+        map.insert("cacheScope".into(), json!(scope));
+    }
+    let meta = map.entry("_meta").or_insert_with(|| json!({}));
+    if let Value::Object(meta) = meta {
+        meta.insert(era::SERVER_INFO_KEY.into(), info.clone());
+    }
+}
+
 fn page(
     items: Vec<Value>,
     params: &Map<String, Value>,
@@ -1168,6 +910,12 @@ impl<S: 'static> Handler for McpServer<S> {
             }
             // Unknown notifications are ignored.
             _ => {}
+        }
+    }
+
+    fn handle_post(&mut self, data: Box<dyn std::any::Any + Send>, cx: &mut Context<'_>) {
+        if let Ok(announced) = data.downcast::<Announced>() {
+            self.deliver(announced.0, cx);
         }
     }
 
