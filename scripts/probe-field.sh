@@ -5,6 +5,7 @@
 #   scripts/probe-field.sh                 # install what is missing, probe all, print the table
 #   PROBE_FIELD_DIR=/tmp/field scripts/probe-field.sh
 #   PROBE_FIELD_SCALE=3 scripts/probe-field.sh        # --time-scale for a slow machine
+#   PROBE_FIELD_ONLY="mcp-server-git server-memory" scripts/probe-field.sh   # some servers only
 #
 # Installs happen first (network); each probe then runs without network where the system lets
 # us (`unshare -n`, as root), so no server can reach out while it is probed. Every server
@@ -28,9 +29,10 @@ NPM_PACKAGES=(
 PYPI_PACKAGES=(
   "mcp-server-time==2026.10.19"
   "mcp-server-git==2026.10.19"
-  "mcp-server-sqlite==2025.4.25"
+  # Published before MCP Python SDK 2.0, which removed the decorators they use: pinned below.
+  "mcp-server-sqlite==2025.4.25 mcp==1.30.0"
   "mcp-server-calculator==0.2.1"
-  "mcp-server-duckdb==1.1.0"
+  "mcp-server-duckdb==1.1.0 mcp==1.30.0"
 )
 
 die() { echo "probe-field: error: $*" >&2; exit 1; }
@@ -46,14 +48,15 @@ if [[ ! -f "$FIELD/npm/.installed" || "$(cat "$FIELD/npm/.installed")" != "${NPM
   echo "${NPM_PACKAGES[*]}" >"$FIELD/npm/.installed"
 fi
 # One venv per PyPI server: their pins of the MCP SDK differ and may not resolve together.
-for package in "${PYPI_PACKAGES[@]}"; do
-  venv="$FIELD/venv-${package%%==*}"
-  if [[ ! -f "$venv/.installed" || "$(cat "$venv/.installed")" != "$package" ]]; then
-    say "installing $package into $venv"
-    [[ -x "$venv/bin/python" ]] || "$PYTHON" -m venv "$venv" || die "venv for $package failed"
+for packages in "${PYPI_PACKAGES[@]}"; do
+  venv="$FIELD/venv-${packages%%==*}"
+  if [[ ! -f "$venv/.installed" || "$(cat "$venv/.installed")" != "$packages" ]]; then
+    say "installing $packages into $venv"
+    [[ -x "$venv/bin/python" ]] || "$PYTHON" -m venv "$venv" || die "venv for $packages failed"
+    # shellcheck disable=SC2086 # a server and its extra pins, split on purpose
     timeout "$STEP_TIMEOUT" "$venv/bin/pip" install --quiet --disable-pip-version-check \
-      "$package" || die "pip install $package failed"
-    echo "$package" >"$venv/.installed"
+      $packages || die "pip install $packages failed"
+    echo "$packages" >"$venv/.installed"
   fi
 done
 say "building mcpipe"
@@ -105,6 +108,9 @@ echo "| server | version | verdict | warnings (SHOULD) | failures (MUST) |"
 echo "|---|---|---|---|---|"
 for entry in "${SERVERS[@]}"; do
   IFS='|' read -r name source command <<<"$entry"
+  if [[ -n "${PROBE_FIELD_ONLY:-}" && " $PROBE_FIELD_ONLY " != *" $name "* ]]; then
+    continue
+  fi
   version="$(version_of "$source" 2>/dev/null || echo '?')"
   say "probing $name $version"
   # shellcheck disable=SC2086 # the command is split into words on purpose

@@ -331,6 +331,8 @@ fn every_check_passes_against_the_demo_without_warnings() {
     watchdog(Duration::from_secs(120), || {
         let (output, _) = probe(&["--json"]);
         let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+        // Shown as what a user would type, not as the path of this build.
+        assert_eq!(report["target"], "mcpipe demo");
         assert_eq!(report["failed"], 0, "{report:#}");
         assert_eq!(report["warned"], 0, "{report:#}");
         assert_eq!(report["skipped"], 0, "{report:#}");

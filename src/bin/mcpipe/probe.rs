@@ -204,6 +204,7 @@ pub(crate) fn run(args: Vec<String>) -> ExitCode {
         }
         return ExitCode::SUCCESS;
     }
+    let default = options.command.is_none();
     let command = match options.command {
         Some(command) => command,
         None => match std::env::current_exe() {
@@ -215,6 +216,9 @@ pub(crate) fn run(args: Vec<String>) -> ExitCode {
         },
     };
     let mut target = Target::new(command);
+    if default {
+        target.label = Some(String::from("mcpipe demo"));
+    }
     target.scale = options.scale.unwrap_or(1.0);
     target.calls = options.calls;
     target.cancel = options.cancel;

@@ -326,6 +326,9 @@ pub(crate) struct NamedCall {
 #[derive(Debug)]
 pub(crate) struct Target {
     command: Vec<OsString>,
+    /// How to show the command, when not as itself: the default `mcpipe demo` is shown so,
+    /// not as the path of this build.
+    pub(crate) label: Option<String>,
     /// Every deadline is multiplied by this (`--time-scale`), for slow runners.
     pub(crate) scale: f64,
     /// Tools the user named with `--call`.
@@ -340,6 +343,7 @@ impl Target {
     pub(crate) fn new(command: Vec<OsString>) -> Target {
         Target {
             command,
+            label: None,
             scale: 1.0,
             calls: Vec::new(),
             cancel: None,
@@ -349,6 +353,13 @@ impl Target {
 
     pub(crate) fn command(&self) -> &[OsString] {
         &self.command
+    }
+
+    /// The command line as the report shows it: shell-quoted, or the label.
+    pub(crate) fn display(&self) -> String {
+        self.label
+            .clone()
+            .unwrap_or_else(|| super::format::shell_quote(&self.command))
     }
 
     /// A deadline scaled by `--time-scale`.

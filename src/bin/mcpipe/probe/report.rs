@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::checks::{Check, Item, Level, Outcome, Status, Target};
-use super::format::{github, ms, one_line, shell_quote, xml};
+use super::format::{github, ms, one_line, xml};
 
 /// The version of the JSON report's shape; bumped only when a field changes meaning or goes.
 pub(crate) const SCHEMA: &str = "mcpipe-probe/1";
@@ -82,7 +82,7 @@ pub(crate) fn header(out: &mut impl Write, options: &Options, target: &Target) {
     if options.json {
         return;
     }
-    let _ = writeln!(out, "probing: {}", shell_quote(target.command()));
+    let _ = writeln!(out, "probing: {}", target.display());
     let _ = writeln!(out);
     let _ = writeln!(
         out,
@@ -215,7 +215,7 @@ fn json_report(options: &Options, target: &Target, rows: &[Row], elapsed: Durati
         .collect();
     json!({
         "schema": SCHEMA,
-        "target": shell_quote(target.command()),
+        "target": target.display(),
         "command": target.command().iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>(),
         "strict": options.strict,
         "time_scale": target.scale,
@@ -248,7 +248,7 @@ pub(crate) fn junit(target: &Target, rows: &[Row], elapsed: Duration) -> String 
     ));
     xml_out.push_str(&format!(
         "  <properties><property name=\"target\" value=\"{}\"/></properties>\n",
-        xml(&shell_quote(target.command()))
+        xml(&target.display())
     ));
     for row in rows {
         xml_out.push_str(&format!(
