@@ -145,6 +145,7 @@ pub mod internals;
 mod line_buffer;
 mod mcp;
 mod message;
+mod process_tree;
 mod responder;
 mod server;
 mod session;
