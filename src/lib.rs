@@ -153,6 +153,7 @@ mod stats;
 mod stdio_guard;
 mod sys;
 mod worker_pool;
+mod wrap;
 mod write_queue;
 
 /// The README's examples, compiled as doctests so that they cannot drift from the API.
@@ -180,3 +181,4 @@ pub use message::{ErrorCode, ErrorObject, Message, Notification, Request, Reques
 pub use responder::{CancelToken, LoopHandle, Responder};
 pub use server::Server;
 pub use stats::Stats;
+pub use wrap::{WrapOutcome, Wrapper};
