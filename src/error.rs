@@ -46,9 +46,11 @@ pub enum Error {
     },
     /// The peer is gone: a message could not be sent because the output is closed.
     PeerGone,
-    /// The peer cancelled the request being handled (see [`Context::checkpoint`]).
+    /// The peer cancelled the request being handled (see [`Context::checkpoint`]); in a
+    /// client, the caller cancelled the request it waits for ([`Call::cancel`]).
     ///
     /// [`Context::checkpoint`]: crate::Context::checkpoint
+    /// [`Call::cancel`]: crate::Call::cancel
     Cancelled,
     /// A shutdown signal (SIGTERM, SIGINT, SIGHUP) arrived while a handler was working: it should
     /// stop, and the loop ends once it returns.

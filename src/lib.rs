@@ -144,8 +144,8 @@ struct ReadmeDoctests;
 
 pub use child::ChildOutput;
 pub use client::{
-    Client, ClientBuilder, ClientStats, Era, Progress, RequestOptions, RetryPolicy, Shutdown,
-    ShutdownStage,
+    Call, Canceller, Client, ClientBuilder, ClientStats, Era, Progress, RequestOptions,
+    RetryPolicy, SharedClient, Shutdown, ShutdownStage,
 };
 pub use error::{Error, Outcome};
 pub use handler::{Context, Handler, Stats};

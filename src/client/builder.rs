@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use super::era::{Era, LATEST_MODERN_VERSION};
 use super::process::Spawn;
 use super::retry::RetryPolicy;
-use super::Client;
+use super::{Client, SharedClient};
 use crate::error::Error;
 use crate::message::{ErrorObject, Notification};
 
@@ -356,5 +356,15 @@ impl ClientBuilder {
     /// down before the error is returned.
     pub fn spawn(self) -> Result<Client, Error> {
         Client::start(self)
+    }
+
+    /// Starts a [`SharedClient`]: a client that many threads can use at once, with many
+    /// requests in flight. Its IO thread spawns the server and connects, so the server lives
+    /// as long as that thread, whichever thread called this.
+    ///
+    /// # Errors
+    /// As [`ClientBuilder::spawn`], and [`Error::Io`] when the thread cannot be started.
+    pub fn spawn_shared(self) -> Result<SharedClient, Error> {
+        SharedClient::spawn(self)
     }
 }

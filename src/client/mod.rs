@@ -10,11 +10,13 @@
 
 mod builder;
 mod era;
+mod exchange;
 mod options;
 mod process;
 mod retry;
+mod shared;
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::ffi::OsStr;
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -30,12 +32,15 @@ pub use era::Era;
 pub use options::{Progress, RequestOptions};
 pub use process::{Shutdown, ShutdownStage};
 pub use retry::RetryPolicy;
+pub use shared::{Call, Canceller, SharedClient};
 
 use builder::{
     InputCallback, NotificationCallback, Settings, StderrCallback, SUPPORTED_PROTOCOL_VERSIONS,
 };
-use era::{Asked, ResultType, Verdict, MODERN_PROTOCOL_VERSIONS, UNSUPPORTED_PROTOCOL_VERSION};
+use era::{Asked, Verdict, MODERN_PROTOCOL_VERSIONS, UNSUPPORTED_PROTOCOL_VERSION};
+use exchange::{excerpt_of, Exchange};
 use process::{Inbound, ServerProcess, Spawn};
+use shared::Detached;
 
 /// After the server closed its stdout (or stopped reading), how long the client waits for it to
 /// exit so the error can carry its exit status.
@@ -49,14 +54,6 @@ const MAX_STRAY_RESPONSES: usize = 10_000;
 
 /// The id prefix of heartbeat pings: their answers are recognised by it.
 const HEARTBEAT_PREFIX: &str = "mcpipe-heartbeat-";
-
-/// Most pages a list helper follows before it decides the server's cursors go round in circles.
-const MAX_PAGES: usize = 10_000;
-
-/// The first pause before retrying an `input_required` result that asks for nothing (only
-/// `requestState`: the server is not ready yet); it doubles up to `STATE_ONLY_MAX_DELAY`.
-const STATE_ONLY_FIRST_DELAY: Duration = Duration::from_millis(50);
-const STATE_ONLY_MAX_DELAY: Duration = Duration::from_millis(250);
 
 /// Counters of what a client has seen.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -108,16 +105,38 @@ enum Until {
     Deadline,
 }
 
+/// When a request times out.
+#[derive(Debug, Clone, Copy)]
+struct Timing {
+    timeout: Duration,
+    reset_on_progress: bool,
+    started: Instant,
+    /// Reset by progress (when `reset_on_progress`).
+    deadline: Instant,
+    hard_deadline: Option<Instant>,
+}
+
+impl Timing {
+    /// When the wait ends, progress or not.
+    fn due(&self) -> Instant {
+        self.hard_deadline
+            .map_or(self.deadline, |h| h.min(self.deadline))
+    }
+
+    /// Progress arrived: start the timeout over (never past the hard maximum, see `due`).
+    fn progressed(&mut self, now: Instant) {
+        if self.reset_on_progress {
+            self.deadline = self.deadline.max(now + self.timeout);
+        }
+    }
+}
+
 /// The request the caller is waiting for.
 struct Waiting<'a, 'b> {
     id: RequestId,
     /// The progress token sent with it (the id, as JSON), if any.
     token: Option<Value>,
-    timeout: Duration,
-    reset_on_progress: bool,
-    /// Reset by progress.
-    deadline: Instant,
-    hard_deadline: Option<Instant>,
+    timing: Timing,
     progress: Option<&'a mut (dyn FnMut(&Progress) + 'b)>,
     response: Option<Result<Value, ErrorObject>>,
 }
@@ -194,6 +213,8 @@ pub struct Client {
     late_probe: Option<Result<Value, ErrorObject>>,
     /// Ids given up on, newest last; at most `REMEMBERED_CANCELLATIONS`.
     cancelled: VecDeque<RequestId>,
+    /// Requests of the [`SharedClient`] waiting for answers (always empty otherwise).
+    detached: HashMap<RequestId, Detached>,
     /// The outstanding heartbeat ping and when it was sent.
     heartbeat: Option<(RequestId, Instant)>,
     heartbeat_count: u64,
@@ -273,6 +294,7 @@ impl Client {
             probe: None,
             late_probe: None,
             cancelled: VecDeque::new(),
+            detached: HashMap::new(),
             heartbeat: None,
             heartbeat_count: 0,
             notifications: VecDeque::new(),
@@ -526,11 +548,7 @@ impl Client {
         params: Option<Value>,
         mut options: RequestOptions<'_>,
     ) -> Result<Value, Error> {
-        let result = self.request_with_retries(method, params.clone(), &mut options)?;
-        if self.era != Some(Era::Modern) {
-            return Ok(result);
-        }
-        self.complete_rounds(method, &params, result, &mut options)
+        exchange::request(self, method, params, &mut options)
     }
 
     /// Goes on with a request that ended with an `input_required` result the client did not
@@ -573,67 +591,6 @@ impl Client {
         self.request(method, next, options)
     }
 
-    /// Under MCP 2026-07-28: reads `result` by its `resultType`, fulfilling `input_required`
-    /// rounds until the result is complete.
-    fn complete_rounds(
-        &mut self,
-        method: &str,
-        params: &Option<Value>,
-        mut result: Value,
-        options: &mut RequestOptions<'_>,
-    ) -> Result<Value, Error> {
-        let mut rounds = 0;
-        let mut state_only_delay = STATE_ONLY_FIRST_DELAY;
-        loop {
-            match era::result_type(&result) {
-                ResultType::Complete => return Ok(result),
-                ResultType::Other(kind) => {
-                    return Err(Error::Protocol {
-                        reason: format!("the {method} result has an unknown resultType {kind}"),
-                        line: excerpt_of(&result),
-                    })
-                }
-                ResultType::InputRequired => {}
-            }
-            let unanswered = |reason: String, result: Value| Error::InputUnanswered {
-                method: method.to_owned(),
-                reason,
-                result,
-            };
-            if rounds >= self.settings.max_input_rounds {
-                let reason = format!("the server still asked for input after {rounds} rounds");
-                return Err(unanswered(reason, result));
-            }
-            rounds += 1;
-            let asked = match era::input_requests(&result) {
-                Ok(asked) => asked,
-                Err(why) => return Err(unanswered(why, result)),
-            };
-            if asked.is_empty() && result.get("requestState").is_none() {
-                let reason = String::from("the result has neither inputRequests nor requestState");
-                return Err(unanswered(reason, result));
-            }
-            let mut responses = Map::new();
-            for input in &asked {
-                match self.fulfil(input) {
-                    Ok(answer) => {
-                        responses.insert(input.key.clone(), answer);
-                    }
-                    Err(reason) => return Err(unanswered(reason, result)),
-                }
-            }
-            if asked.is_empty() {
-                // Only state: the server is not ready yet. Back off a little before asking.
-                self.pause(state_only_delay);
-                state_only_delay = (state_only_delay * 2).min(STATE_ONLY_MAX_DELAY);
-            } else {
-                state_only_delay = STATE_ONLY_FIRST_DELAY;
-            }
-            let next = era::next_round_params(params, responses, &result);
-            result = self.request_with_retries(method, next, options)?;
-        }
-    }
-
     /// The answer to one input of an `input_required` result, or why there is none.
     fn fulfil(&mut self, input: &Asked) -> Result<Value, String> {
         let callback = match input.method.as_str() {
@@ -665,45 +622,6 @@ impl Client {
         }
     }
 
-    /// One request (one round), with the retry policy.
-    fn request_with_retries(
-        &mut self,
-        method: &str,
-        params: Option<Value>,
-        options: &mut RequestOptions<'_>,
-    ) -> Result<Value, Error> {
-        let policy = options
-            .retry
-            .clone()
-            .unwrap_or_else(|| self.settings.retry.clone());
-        let idempotent = options.idempotent.unwrap_or(method != "tools/call");
-        let attempts = if idempotent {
-            policy.attempts.max(1)
-        } else {
-            1
-        };
-        let mut attempt = 1;
-        loop {
-            let result = self
-                .restart_if_dead(attempt > 1)
-                .and_then(|()| self.request_once(method, params.clone(), options));
-            match result {
-                Err(e) if e.is_retryable() && attempt < attempts => {
-                    attempt += 1;
-                    let delay = policy.delay_before(attempt, &mut self.seed);
-                    self.pause(delay);
-                }
-                Err(e) if e.is_retryable() && attempts > 1 => {
-                    return Err(Error::RetriesExhausted {
-                        attempts: attempt,
-                        last: Box::new(e),
-                    })
-                }
-                other => return other,
-            }
-        }
-    }
-
     /// Before a retry: a server that died is started again (with a fresh handshake).
     fn restart_if_dead(&mut self, retrying: bool) -> Result<(), Error> {
         if !retrying || self.closed {
@@ -730,10 +648,46 @@ impl Client {
     fn request_once(
         &mut self,
         method: &str,
-        mut params: Option<Value>,
+        params: Option<Value>,
         options: &mut RequestOptions<'_>,
     ) -> Result<Value, Error> {
         self.check_usable()?;
+        let wants_progress = options.progress.is_some();
+        let (id, token) = self.send_request(method, params, wants_progress);
+        let timing = self.timing(options, Instant::now());
+        let mut waiting = Waiting {
+            id: id.clone(),
+            token,
+            timing,
+            progress: options.progress.as_deref_mut(),
+            response: None,
+        };
+        let outcome = self.run(None, Some(&mut waiting), Until::Response);
+        if let Some(response) = waiting.response {
+            return response.map_err(Error::Rpc);
+        }
+        outcome?;
+        let elapsed = timing.started.elapsed();
+        self.give_up(
+            id,
+            method,
+            &format!("timed out after {} ms", elapsed.as_millis()),
+        );
+        Err(Error::Timeout {
+            method: method.to_owned(),
+            elapsed,
+        })
+    }
+
+    /// Sends a request under a new id, with the `_meta` its era needs and a `progressToken`
+    /// (for `tools/call` and whenever the caller wants progress). Returns the id and the token
+    /// sent, if any.
+    fn send_request(
+        &mut self,
+        method: &str,
+        mut params: Option<Value>,
+        wants_progress: bool,
+    ) -> (RequestId, Option<Value>) {
         let id = RequestId::from(self.next_id);
         let token = Value::from(self.next_id);
         self.next_id += 1;
@@ -745,9 +699,8 @@ impl Client {
                 &self.client_info,
             );
         }
-        let wants_progress = options.progress.is_some() || method == "tools/call";
         let mut sent_token = None;
-        if wants_progress {
+        if wants_progress || method == "tools/call" {
             let params = params.get_or_insert_with(|| json!({}));
             if let Some(obj) = params.as_object_mut() {
                 let meta = obj.entry("_meta").or_insert_with(|| json!({}));
@@ -757,12 +710,6 @@ impl Client {
                 }
             }
         }
-        let timeout = options.timeout.unwrap_or(self.settings.timeout);
-        let started = Instant::now();
-        let hard_deadline = options
-            .max_total
-            .or(self.settings.max_total)
-            .map(|max| started + max);
         let request = Message::Request(Request {
             id: id.clone(),
             method: method.to_owned(),
@@ -771,41 +718,40 @@ impl Client {
         if let Some(process) = &mut self.process {
             process.send(&request);
         }
-        let mut waiting = Waiting {
-            id: id.clone(),
-            token: sent_token,
+        (id, sent_token)
+    }
+
+    /// The deadlines of a request sent at `started`, from its options and the defaults.
+    fn timing(&self, options: &RequestOptions<'_>, started: Instant) -> Timing {
+        let timeout = options.timeout.unwrap_or(self.settings.timeout);
+        Timing {
             timeout,
             reset_on_progress: options.reset_on_progress.unwrap_or(true),
+            started,
             deadline: started + timeout,
-            hard_deadline,
-            progress: options.progress.as_deref_mut(),
-            response: None,
-        };
-        let outcome = self.run(None, Some(&mut waiting), Until::Response);
-        if let Some(response) = waiting.response {
-            return response.map_err(Error::Rpc);
+            hard_deadline: options
+                .max_total
+                .or(self.settings.max_total)
+                .map(|max| started + max),
         }
-        outcome?;
-        // Timed out. `initialize` must never be cancelled; its late answer is dropped all the same.
+    }
+
+    /// Stops waiting for request `id`: tells the server (`notifications/cancelled` with
+    /// `reason`) and remembers the id so a late answer is dropped.
+    fn give_up(&mut self, id: RequestId, method: &str, reason: &str) {
+        // `initialize` must never be cancelled; its late answer is dropped all the same.
         // Nor is the discover probe: a handshake-era server gets nothing before `initialize`
         // but the probe itself, and a late modern answer is still wanted (see `fall_back`).
         if method != "initialize" && self.probe.as_ref() != Some(&id) {
             let cancel = Notification {
                 method: String::from("notifications/cancelled"),
-                params: Some(json!({
-                    "requestId": id.to_value(),
-                    "reason": format!("timed out after {} ms", started.elapsed().as_millis()),
-                })),
+                params: Some(json!({ "requestId": id.to_value(), "reason": reason })),
             };
             if let Some(process) = &mut self.process {
                 process.send(&Message::Notification(cancel));
             }
         }
         self.remember_cancelled(id);
-        Err(Error::Timeout {
-            method: method.to_owned(),
-            elapsed: started.elapsed(),
-        })
     }
 
     fn remember_cancelled(&mut self, id: RequestId) {
@@ -916,7 +862,7 @@ impl Client {
     /// As [`Client::request`]; [`Error::Protocol`] when a page has no `tools` array or the
     /// cursors never end.
     pub fn list_tools(&mut self) -> Result<Vec<Value>, Error> {
-        self.list_all("tools/list", "tools")
+        exchange::list_all(self, "tools/list", "tools")
     }
 
     /// Calls a tool and returns its `CallToolResult`. A tool that failed answers with
@@ -941,10 +887,7 @@ impl Client {
         arguments: Value,
         options: RequestOptions<'_>,
     ) -> Result<Value, Error> {
-        let mut params = json!({ "name": name });
-        if !arguments.is_null() {
-            params["arguments"] = arguments;
-        }
+        let params = exchange::named_params(name, arguments);
         self.request("tools/call", Some(params), options)
     }
 
@@ -953,7 +896,7 @@ impl Client {
     /// # Errors
     /// As [`Client::list_tools`].
     pub fn list_resources(&mut self) -> Result<Vec<Value>, Error> {
-        self.list_all("resources/list", "resources")
+        exchange::list_all(self, "resources/list", "resources")
     }
 
     /// Reads a resource: the `ReadResourceResult` (`{"contents": [...]}`).
@@ -975,7 +918,7 @@ impl Client {
     /// # Errors
     /// As [`Client::list_tools`].
     pub fn list_prompts(&mut self) -> Result<Vec<Value>, Error> {
-        self.list_all("prompts/list", "prompts")
+        exchange::list_all(self, "prompts/list", "prompts")
     }
 
     /// Gets a prompt with its arguments (`null` for none): the `GetPromptResult`.
@@ -983,45 +926,8 @@ impl Client {
     /// # Errors
     /// As [`Client::request`].
     pub fn get_prompt(&mut self, name: &str, arguments: Value) -> Result<Value, Error> {
-        let mut params = json!({ "name": name });
-        if !arguments.is_null() {
-            params["arguments"] = arguments;
-        }
+        let params = exchange::named_params(name, arguments);
         self.request("prompts/get", Some(params), RequestOptions::new())
-    }
-
-    fn list_all(&mut self, method: &str, key: &str) -> Result<Vec<Value>, Error> {
-        let mut items = Vec::new();
-        let mut cursor: Option<Value> = None;
-        let mut seen = Vec::new();
-        for _ in 0..MAX_PAGES {
-            let params = cursor.as_ref().map(|c| json!({ "cursor": c }));
-            let page = self.request(method, params, RequestOptions::new())?;
-            let Some(list) = page.get(key).and_then(Value::as_array) else {
-                return Err(Error::Protocol {
-                    reason: format!("the {method} result has no {key} array"),
-                    line: excerpt_of(&page),
-                });
-            };
-            items.extend(list.iter().cloned());
-            match page.get("nextCursor") {
-                None | Some(Value::Null) => return Ok(items),
-                Some(next) => {
-                    if seen.contains(next) {
-                        return Err(Error::Protocol {
-                            reason: format!("{method} returned a cursor it had returned before"),
-                            line: excerpt_of(next),
-                        });
-                    }
-                    seen.push(next.clone());
-                    cursor = Some(next.clone());
-                }
-            }
-        }
-        Err(Error::Protocol {
-            reason: format!("{method} returned more than {MAX_PAGES} pages"),
-            line: String::new(),
-        })
     }
 
     /// The server's `initialize` result (`null` under MCP 2026-07-28, which has no
@@ -1147,7 +1053,7 @@ impl Client {
             let now = Instant::now();
             let mut wake = deadline;
             if let Some(w) = &waiting {
-                let due = w.hard_deadline.map_or(w.deadline, |h| h.min(w.deadline));
+                let due = w.timing.due();
                 if now >= due {
                     return Ok(());
                 }
@@ -1351,6 +1257,10 @@ impl Client {
                 }
                 return;
             }
+            if let Some(call) = self.detached.remove(id) {
+                call.answer(response.result.map_err(Error::Rpc));
+                return;
+            }
             if self.probe.as_ref() == Some(id) {
                 // The answer to a discover probe that timed out: it may still decide the era.
                 self.late_probe = Some(response.result);
@@ -1421,10 +1331,7 @@ impl Client {
             let token = params.get("progressToken");
             if let (Some(token), Some(w)) = (token, waiting.as_mut()) {
                 if w.token.as_ref() == Some(token) {
-                    if w.reset_on_progress {
-                        let reset = Instant::now() + w.timeout;
-                        w.deadline = w.deadline.max(reset);
-                    }
+                    w.timing.progressed(Instant::now());
                     if let (Some(callback), Some(progress)) =
                         (w.progress.as_mut(), Progress::from_params(params))
                     {
@@ -1433,9 +1340,16 @@ impl Client {
                     return;
                 }
             }
-            let late = token
-                .and_then(RequestId::from_value)
-                .is_some_and(|id| self.cancelled.contains(&id));
+            let id = token.and_then(RequestId::from_value);
+            if let (Some(token), Some(call)) =
+                (token, id.as_ref().and_then(|id| self.detached.get_mut(id)))
+            {
+                if call.token.as_ref() == Some(token) {
+                    call.progress(params, Instant::now());
+                    return;
+                }
+            }
+            let late = id.is_some_and(|id| self.cancelled.contains(&id));
             if late {
                 self.stats.late_progress += 1;
                 return;
@@ -1450,6 +1364,43 @@ impl Client {
             self.stats.notifications_dropped += 1;
         }
         self.notifications.push_back(notification);
+    }
+}
+
+impl Exchange for Client {
+    fn attempt(
+        &mut self,
+        method: &str,
+        params: Option<Value>,
+        options: &mut RequestOptions<'_>,
+        retrying: bool,
+    ) -> Result<Value, Error> {
+        self.restart_if_dead(retrying)?;
+        self.request_once(method, params, options)
+    }
+
+    fn fulfil(&mut self, input: &Asked) -> Result<Value, String> {
+        Client::fulfil(self, input)
+    }
+
+    fn pause(&mut self, delay: Duration) {
+        Client::pause(self, delay);
+    }
+
+    fn default_retry(&self) -> RetryPolicy {
+        self.settings.retry.clone()
+    }
+
+    fn max_input_rounds(&self) -> u32 {
+        self.settings.max_input_rounds
+    }
+
+    fn is_modern(&self) -> bool {
+        self.era == Some(Era::Modern)
+    }
+
+    fn seed(&mut self) -> &mut u64 {
+        &mut self.seed
     }
 }
 
@@ -1475,9 +1426,4 @@ fn dead_error(dead: &Dead) -> Error {
         },
         Dead::Unresponsive { silence } => Error::Unresponsive { silence: *silence },
     }
-}
-
-/// A JSON value as a short, printable excerpt for an error message.
-fn excerpt_of(value: &Value) -> String {
-    crate::diagnostics::excerpt(value.to_string().as_bytes())
 }

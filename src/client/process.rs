@@ -8,11 +8,12 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mio::unix::pipe::{Receiver, Sender};
 use mio::unix::SourceFd;
-use mio::{Events, Interest, Poll, Token};
+use mio::{Events, Interest, Poll, Token, Waker};
 
 use crate::error::Error;
 use crate::line_buffer::{Line, LineBuffer};
@@ -24,6 +25,8 @@ const STDOUT: Token = Token(0);
 const STDERR: Token = Token(1);
 const STDIN: Token = Token(2);
 const EXITED: Token = Token(3);
+/// Woken by another thread that has work for the one waiting here (the shared client).
+const WAKER: Token = Token(4);
 
 /// How much of the server's stderr is kept for error messages.
 pub(crate) const STDERR_TAIL_BYTES: usize = 64 * 1024;
@@ -126,6 +129,8 @@ pub(crate) struct ServerProcess {
     status: Option<ExitStatus>,
     poll: Poll,
     events: Events,
+    /// Ends a [`wait`](ServerProcess::wait) early from another thread.
+    waker: Arc<Waker>,
     stdin: Option<Sender>,
     stdout: Option<Receiver>,
     stderr: Option<Receiver>,
@@ -200,7 +205,7 @@ impl ServerProcess {
                 io::Error::from(io::ErrorKind::NotFound),
             ));
         };
-        let mut setup = || -> io::Result<(Poll, Option<OwnedFd>)> {
+        let mut setup = || -> io::Result<(Poll, Option<OwnedFd>, Waker)> {
             stdin.set_nonblocking(true)?;
             stdout.set_nonblocking(true)?;
             stderr.set_nonblocking(true)?;
@@ -219,9 +224,11 @@ impl ServerProcess {
                     Interest::READABLE,
                 )?;
             }
-            Ok((poll, pidfd))
+            let waker = Waker::new(poll.registry(), WAKER)?;
+            Ok((poll, pidfd, waker))
         };
-        let (poll, pidfd) = setup().map_err(|e| Error::io("setting up the server's pipes", e))?;
+        let (poll, pidfd, waker) =
+            setup().map_err(|e| Error::io("setting up the server's pipes", e))?;
         let Some(child) = partial.disarm() else {
             return Err(Error::Closed);
         };
@@ -231,6 +238,7 @@ impl ServerProcess {
             status: None,
             poll,
             events: Events::with_capacity(8),
+            waker: Arc::new(waker),
             stdin: Some(stdin),
             stdout: Some(stdout),
             stderr: Some(stderr),
@@ -257,6 +265,11 @@ impl ServerProcess {
     /// The server's pid (and process group id).
     pub(crate) fn pid(&self) -> u32 {
         self.pgid as u32
+    }
+
+    /// What another thread calls to end this process's [`wait`](ServerProcess::wait) early.
+    pub(crate) fn waker(&self) -> Arc<Waker> {
+        Arc::clone(&self.waker)
     }
 
     /// Whether the server closed its stdout.
@@ -493,6 +506,7 @@ impl ServerProcess {
                 STDERR => self.stderr_ready = true,
                 // A closed read end also shows up as writable: the next write says EPIPE.
                 STDIN => self.stdin_writable = true,
+                // WAKER: the caller looks at its own queue after every wait.
                 _ => {}
             }
         }
