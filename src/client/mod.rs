@@ -26,6 +26,9 @@ use serde_json::{json, Map, Value};
 use crate::diagnostics::Diagnostics;
 use crate::error::Error;
 use crate::message::{ErrorObject, Message, Notification, Request, RequestId, Response};
+use crate::protocol::{
+    MODERN_PROTOCOL_VERSIONS, PROGRESS_TOKEN_KEY, PROTOCOL_VERSIONS, UNSUPPORTED_PROTOCOL_VERSION,
+};
 
 pub use builder::ClientBuilder;
 pub use era::Era;
@@ -34,10 +37,8 @@ pub use process::{Shutdown, ShutdownStage};
 pub use retry::RetryPolicy;
 pub use shared::{Call, Canceller, SharedClient};
 
-use builder::{
-    InputCallback, NotificationCallback, Settings, StderrCallback, SUPPORTED_PROTOCOL_VERSIONS,
-};
-use era::{Asked, Verdict, MODERN_PROTOCOL_VERSIONS, UNSUPPORTED_PROTOCOL_VERSION};
+use builder::{InputCallback, NotificationCallback, Settings, StderrCallback};
+use era::{Asked, Verdict};
 use exchange::{excerpt_of, Exchange};
 use process::{Inbound, ServerProcess, Spawn};
 use shared::Detached;
@@ -338,7 +339,7 @@ impl Client {
             (Some(Era::Legacy), _) => self.handshake(),
             (Some(Era::Modern), _) => self.negotiate(true),
             (None, Some(Era::Legacy)) => match self.handshake() {
-                Err(Error::Rpc(e)) if e.code.0 == UNSUPPORTED_PROTOCOL_VERSION => {
+                Err(Error::Rpc(e)) if e.code == UNSUPPORTED_PROTOCOL_VERSION => {
                     self.negotiate(false)
                 }
                 other => other,
@@ -465,7 +466,7 @@ impl Client {
             }
         }
         if let Error::Rpc(e) = &error {
-            if e.code.0 == UNSUPPORTED_PROTOCOL_VERSION {
+            if e.code == UNSUPPORTED_PROTOCOL_VERSION {
                 // Asked about a handshake-era version, so any modern one it names is news.
                 let verdict = era::judge_discover(&Err(e.clone()), "", known);
                 if let Verdict::Retry { version } = verdict {
@@ -509,7 +510,7 @@ impl Client {
                 reason: String::from("the initialize result has no protocolVersion"),
                 line: excerpt_of(&result),
             })?;
-        if !SUPPORTED_PROTOCOL_VERSIONS.contains(&version) {
+        if !PROTOCOL_VERSIONS.contains(&version) {
             return Err(Error::Protocol {
                 reason: format!(
                     "the server chose protocol version {version:?}, which the client does not support"
@@ -705,7 +706,7 @@ impl Client {
             if let Some(obj) = params.as_object_mut() {
                 let meta = obj.entry("_meta").or_insert_with(|| json!({}));
                 if let Some(meta) = meta.as_object_mut() {
-                    meta.insert("progressToken".into(), token.clone());
+                    meta.insert(PROGRESS_TOKEN_KEY.into(), token.clone());
                     sent_token = Some(token);
                 }
             }
@@ -1328,7 +1329,7 @@ impl Client {
         self.stats.notifications += 1;
         if notification.method == "notifications/progress" {
             let params = notification.params.as_ref().unwrap_or(&Value::Null);
-            let token = params.get("progressToken");
+            let token = params.get(PROGRESS_TOKEN_KEY);
             if let (Some(token), Some(w)) = (token, waiting.as_mut()) {
                 if w.token.as_ref() == Some(token) {
                     w.timing.progressed(Instant::now());
