@@ -160,3 +160,7 @@ pub use mcp::tool::{Content, Tool, ToolError, ToolResult};
 pub use message::{ErrorCode, ErrorObject, Message, Notification, Request, RequestId, Response};
 pub use protocol::{LATEST_PROTOCOL_VERSION, MODERN_PROTOCOL_VERSIONS, PROTOCOL_VERSIONS};
 pub use server::Server;
+
+/// The client session's fuzz property (unstable, behind the `internals` feature).
+#[cfg(feature = "internals")]
+pub use client::internals as client_internals;

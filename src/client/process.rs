@@ -1,7 +1,6 @@
 //! One spawned server: its pipes, its process group, its stderr tail, and the bounded shutdown
 //! sequence. Everything here is non-blocking; the only sleep is [`ServerProcess::wait`].
 
-use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -17,7 +16,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 
 use crate::error::Error;
 use crate::line_buffer::{Line, LineBuffer};
-use crate::message::{parse_line, Message, Parsed};
+use crate::message::Message;
 use crate::sys::{self, SigpipeIgnored};
 use crate::write_queue::WriteQueue;
 
@@ -52,15 +51,6 @@ pub(crate) struct Spawn {
     /// Set on top of whatever was inherited or allowed.
     pub(crate) envs: Vec<(OsString, OsString)>,
     pub(crate) cwd: Option<PathBuf>,
-}
-
-/// What a line from the server's stdout became.
-#[derive(Debug)]
-pub(crate) enum Inbound {
-    /// A valid message.
-    Message(Message),
-    /// A line that is not a valid message: why, and its start, made printable.
-    Bad { why: String, excerpt: String },
 }
 
 /// How a server ended when the client shut it down.
@@ -140,8 +130,6 @@ pub(crate) struct ServerProcess {
     lines: LineBuffer,
     /// The server's stderr, split into lines for the stderr callback.
     err_lines: LineBuffer,
-    /// Messages of a batch line, not yet handed out.
-    deferred: VecDeque<Inbound>,
     /// Bytes for the server's stdin.
     queue: WriteQueue,
     // Readiness, as in the server loop: set by events (or at the start), cleared by WouldBlock.
@@ -245,7 +233,6 @@ impl ServerProcess {
             pidfd,
             lines: LineBuffer::new(max_message_bytes),
             err_lines: LineBuffer::new(STDERR_TAIL_BYTES),
-            deferred: VecDeque::new(),
             queue: WriteQueue::new(usize::MAX),
             stdout_ready: true,
             stderr_ready: true,
@@ -287,10 +274,9 @@ impl ServerProcess {
         self.tail.text()
     }
 
-    /// Queues a message for the server and writes what the pipe takes now.
-    pub(crate) fn send(&mut self, message: &Message) {
+    /// Queues a message for the server; [`flush`](ServerProcess::flush) writes it.
+    pub(crate) fn enqueue(&mut self, message: &Message) {
         self.queue.push(message);
-        self.flush();
     }
 
     /// Queues raw bytes for the server and writes what the pipe takes now.
@@ -417,55 +403,19 @@ impl ServerProcess {
         (self.stdout_ready && !self.stdout_eof) || (self.stderr_ready && !self.stderr_eof)
     }
 
-    /// The next message from the server's stdout, or a bad line; `None` when more bytes are
+    /// The next line of the server's stdout (for the session); `None` when more bytes are
     /// needed. At end of file, the last line without a newline counts too.
-    pub(crate) fn next_inbound(&mut self) -> Option<Inbound> {
-        loop {
-            if let Some(inbound) = self.deferred.pop_front() {
-                return Some(inbound);
-            }
-            let line = if self.stdout_eof {
-                self.lines.finish()
-            } else {
-                self.lines.next_line()
-            }?;
-            let bytes = match line {
-                Line::Complete(bytes) => bytes,
-                Line::Oversize => {
-                    return Some(Inbound::Bad {
-                        why: format!(
-                            "a line longer than the limit of {} bytes",
-                            self.max_message_bytes
-                        ),
-                        excerpt: String::new(),
-                    })
-                }
-            };
-            match parse_line(bytes) {
-                Parsed::Single(message) => return Some(Inbound::Message(message)),
-                Parsed::Invalid(response) => {
-                    let why = match response.result {
-                        Err(error) => error.message,
-                        Ok(_) => String::from("not a valid message"),
-                    };
-                    return Some(Inbound::Bad {
-                        why,
-                        excerpt: crate::diagnostics::excerpt(bytes),
-                    });
-                }
-                Parsed::Batch(items) => {
-                    for item in items {
-                        self.deferred.push_back(match item {
-                            Ok(message) => Inbound::Message(message),
-                            Err(_) => Inbound::Bad {
-                                why: String::from("a batch element is not a valid message"),
-                                excerpt: String::new(),
-                            },
-                        });
-                    }
-                }
-            }
+    pub(crate) fn next_line(&mut self) -> Option<Line<'_>> {
+        if self.stdout_eof {
+            self.lines.finish()
+        } else {
+            self.lines.next_line()
         }
+    }
+
+    /// The longest line accepted from the server.
+    pub(crate) fn max_message_bytes(&self) -> usize {
+        self.max_message_bytes
     }
 
     /// Reaps the server if it has exited; returns its status once it has.
@@ -525,7 +475,7 @@ impl ServerProcess {
                 return true;
             }
             self.read_available(on_stderr);
-            while self.next_inbound().is_some() {}
+            while self.next_line().is_some() {}
             let now = Instant::now();
             if now >= deadline {
                 return false;

@@ -1,5 +1,6 @@
 //! Many requests in flight on one connection: [`SharedClient`], a `Send + Sync` handle whose IO
-//! thread owns the [`Client`], and [`Call`], one request started now and waited for later.
+//! thread (`io_thread.rs`) owns the [`Client`], and its API; [`Call`] (`link.rs`) is one
+//! request started now and waited for later.
 //!
 //! Callers never touch the pipes: they send commands over a channel and wake the IO thread
 //! (a `mio::Waker` in the server's poll); answers and progress come back on a channel per
@@ -9,171 +10,23 @@
 
 use std::collections::VecDeque;
 use std::fmt;
-use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use mio::Waker;
 use serde_json::Value;
 
 use super::era::{Asked, Era};
 use super::exchange::{self, Exchange};
-use super::options::{Progress, RequestOptions};
+use super::link::{lock, Call, Command, Link, LinkState, Plan, View};
+use super::options::RequestOptions;
 use super::process::{Shutdown, ShutdownStage};
 use super::retry::{self, RetryPolicy};
-use super::{
-    dead_error, server_has_exited, Client, ClientBuilder, ClientStats, Dead, Timing, Until,
-};
+use super::{Client, ClientBuilder, ClientStats};
 use crate::error::Error;
-use crate::message::{Notification, RequestId};
-
-/// A request of the shared client, waiting on the IO thread for its answer.
-#[derive(Debug)]
-pub(super) struct Detached {
-    /// The caller's name for it (ids are given out on the IO thread).
-    key: u64,
-    method: String,
-    /// The progress token sent with it, if any.
-    pub(super) token: Option<Value>,
-    timing: Timing,
-    events: Sender<Event>,
-}
-
-impl Detached {
-    /// Hands the outcome to the waiting caller (gone already: nothing to do).
-    pub(super) fn answer(self, outcome: Result<Value, Error>) {
-        let _ = self.events.send(Event::Done(outcome));
-    }
-
-    /// A progress notification for this request: starts its timeout over and passes it on.
-    pub(super) fn progress(&mut self, params: &Value, now: Instant) {
-        self.timing.progressed(now);
-        if let Some(progress) = Progress::from_params(params) {
-            let _ = self.events.send(Event::Progress(progress));
-        }
-    }
-}
-
-/// What the IO thread tells the caller of one request.
-#[derive(Debug)]
-enum Event {
-    Progress(Progress),
-    /// The last event of a request.
-    Done(Result<Value, Error>),
-}
-
-/// The parts of [`RequestOptions`] the IO thread needs (the progress callback stays with the
-/// caller).
-#[derive(Debug, Clone, Copy)]
-struct Plan {
-    timeout: Option<Duration>,
-    max_total: Option<Duration>,
-    reset_on_progress: Option<bool>,
-    wants_progress: bool,
-}
-
-impl Plan {
-    fn of(options: &RequestOptions<'_>) -> Plan {
-        Plan {
-            timeout: options.timeout,
-            max_total: options.max_total,
-            reset_on_progress: options.reset_on_progress,
-            wants_progress: options.progress.is_some(),
-        }
-    }
-
-    fn options(self) -> RequestOptions<'static> {
-        RequestOptions {
-            timeout: self.timeout,
-            max_total: self.max_total,
-            reset_on_progress: self.reset_on_progress,
-            ..RequestOptions::default()
-        }
-    }
-}
-
-/// What a caller asks of the IO thread.
-#[derive(Debug)]
-enum Command {
-    Start {
-        key: u64,
-        method: String,
-        params: Option<Value>,
-        plan: Plan,
-        /// An earlier attempt failed: restart a dead server first.
-        retrying: bool,
-        events: Sender<Event>,
-    },
-    Cancel {
-        key: u64,
-    },
-    Notify {
-        method: String,
-        params: Option<Value>,
-        reply: Sender<Result<(), Error>>,
-    },
-    Fulfil {
-        input: Asked,
-        reply: Sender<Result<Value, String>>,
-    },
-    /// `Some(grace)`: terminate without the end-of-input step.
-    Close {
-        terminate: Option<Duration>,
-        reply: Sender<Shutdown>,
-    },
-}
-
-/// What callers may read about the connection, refreshed by the IO thread.
-#[derive(Debug, Clone, Default)]
-struct View {
-    stats: ClientStats,
-    era: Option<Era>,
-    protocol_version: String,
-    pid: Option<u32>,
-    initialize_result: Value,
-    discover_result: Value,
-}
-
-/// What the handles, the calls and the IO thread share.
-#[derive(Debug)]
-struct LinkState {
-    commands: Sender<Command>,
-    /// Wakes the IO thread's poll; replaced when the server is restarted.
-    waker: Mutex<Option<Arc<Waker>>>,
-    view: Mutex<View>,
-    notifications: Mutex<VecDeque<Notification>>,
-    notified: Condvar,
-    next_key: AtomicU64,
-}
-
-/// The callers' end of the IO thread.
-#[derive(Debug, Clone)]
-struct Link(Arc<LinkState>);
-
-impl Link {
-    /// Queues a command and wakes the IO thread. `Err(Closed)` once the thread has ended.
-    fn send(&self, command: Command) -> Result<(), Error> {
-        self.0.commands.send(command).map_err(|_| Error::Closed)?;
-        if let Some(waker) = lock(&self.0.waker).as_ref() {
-            // A failed wake leaves the command queued; the thread's next wake-up sees it.
-            let _ = waker.wake();
-        }
-        Ok(())
-    }
-
-    fn view(&self) -> MutexGuard<'_, View> {
-        lock(&self.0.view)
-    }
-}
-
-/// A mutex that a panicking holder did not make unusable: every value guarded here is valid
-/// at every step.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
+use crate::message::Notification;
 
 /// A client of one MCP server that many threads can use at once: `Send + Sync` and cheap to
 /// clone (clones share the connection).
@@ -237,7 +90,7 @@ impl SharedClient {
     }
 
     /// Starts the IO thread, hands it the client `start` makes, and waits until it serves.
-    fn run(
+    pub(super) fn run(
         retry: RetryPolicy,
         max_input_rounds: u32,
         start: impl FnOnce() -> Result<Client, Error> + Send + 'static,
@@ -295,250 +148,6 @@ impl SharedClient {
         Ok(SharedClient {
             inner: Arc::new(inner),
         })
-    }
-}
-
-impl Client {
-    /// Hands the connection to an IO thread and returns a [`SharedClient`] for many threads
-    /// and many requests in flight. Queued notifications move to
-    /// [`SharedClient::next_notification`]; stray responses are dropped.
-    ///
-    /// The server stays tied to the thread that spawned it (Linux kills it when that thread
-    /// ends): prefer [`ClientBuilder::spawn_shared`], which spawns it on the IO thread.
-    ///
-    /// # Errors
-    /// [`Error::Io`] when the thread cannot be started (the server is then shut down).
-    pub fn into_shared(self) -> Result<SharedClient, Error> {
-        let retry = self.settings.retry.clone();
-        let max_input_rounds = self.settings.max_input_rounds;
-        SharedClient::run(retry, max_input_rounds, move || Ok(self))
-    }
-
-    fn view(&self) -> View {
-        View {
-            stats: self.stats.clone(),
-            era: self.era,
-            protocol_version: self.protocol_version.clone(),
-            pid: self.pid(),
-            initialize_result: self.initialize_result.clone(),
-            discover_result: self.discover_result.clone(),
-        }
-    }
-
-    /// The IO thread: obeys commands, routes answers and progress to the calls waiting for
-    /// them, expires their deadlines, and sleeps in the server's poll between events.
-    fn serve(mut self, commands: &Receiver<Command>, link: &Link) {
-        let mut waker_pid = self.pid();
-        loop {
-            loop {
-                match commands.try_recv() {
-                    Ok(command) => {
-                        if self.obey(command, link).is_break() {
-                            return;
-                        }
-                    }
-                    Err(TryRecvError::Empty) => break,
-                    Err(TryRecvError::Disconnected) => return self.stop_serving(None, link),
-                }
-            }
-            if self.pid() != waker_pid {
-                // A new server process (restarted for a retry): wake its poll from now on,
-                // and look at the queue again, since a command may have woken the old one.
-                waker_pid = self.pid();
-                *lock(&link.0.waker) = self.process.as_ref().map(|p| p.waker());
-                *link.view() = self.view();
-                continue;
-            }
-            self.handle_buffered(&mut None);
-            self.publish(link);
-            if self.check_usable().is_err() {
-                // Closed or dead: nothing to wait for but the next command.
-                self.fail_detached();
-                self.publish(link);
-                match commands.recv() {
-                    Ok(command) => {
-                        if self.obey(command, link).is_break() {
-                            return;
-                        }
-                    }
-                    Err(_) => return self.stop_serving(None, link),
-                }
-                continue;
-            }
-            let Some(process) = self.process.as_mut() else {
-                continue;
-            };
-            process.flush();
-            if server_has_exited(process) {
-                // Takes what it wrote before it went (routed to the calls), then marks it dead.
-                let _ = self.settle_death(&mut None, Until::Deadline);
-                continue;
-            }
-            let Ok(mut wake) = self.heartbeat_tick() else {
-                continue;
-            };
-            let now = Instant::now();
-            self.expire_detached(now);
-            for call in self.detached.values() {
-                let due = call.timing.due();
-                wake = Some(wake.map_or(due, |w| w.min(due)));
-            }
-            let Client {
-                process, on_stderr, ..
-            } = &mut self;
-            let Some(process) = process.as_mut() else {
-                continue;
-            };
-            let mut sink = |line: &[u8]| {
-                if let Some(callback) = on_stderr {
-                    callback(line);
-                }
-            };
-            if process.read_available(&mut sink) || process.may_have_input() {
-                continue;
-            }
-            // THE ONE PLACE THE IO THREAD SLEEPS. The command queue was empty (a command sent
-            // since then has woken the poll through the waker), every buffered line has been
-            // handled, and both pipes said `WouldBlock`, so sleeping cannot leave an answer
-            // unread or a request unsent. The sleep ends at the first deadline.
-            let timeout = wake.map(|d| d.saturating_duration_since(Instant::now()));
-            if process.wait(timeout).is_err() {
-                // Polling itself failed: this connection cannot go on.
-                process.kill();
-                self.dead = Some(Dead::Exited {
-                    status: process.check_exit(),
-                    stderr_tail: process.stderr_tail(),
-                });
-            }
-        }
-    }
-
-    /// Carries out one command; `Break` once the client is closed.
-    fn obey(&mut self, command: Command, link: &Link) -> ControlFlow<()> {
-        match command {
-            Command::Start {
-                key,
-                method,
-                params,
-                plan,
-                retrying,
-                events,
-            } => {
-                let usable = self
-                    .restart_if_dead(retrying)
-                    .and_then(|()| self.check_usable());
-                if let Err(e) = usable {
-                    let _ = events.send(Event::Done(Err(e)));
-                    return ControlFlow::Continue(());
-                }
-                let (id, token) = self.send_request(&method, params, plan.wants_progress);
-                let timing = self.timing(&plan.options(), Instant::now());
-                let call = Detached {
-                    key,
-                    method,
-                    token,
-                    timing,
-                    events,
-                };
-                self.detached.insert(id, call);
-            }
-            Command::Cancel { key } => {
-                let id = self
-                    .detached
-                    .iter()
-                    .find(|(_, call)| call.key == key)
-                    .map(|(id, _)| id.clone());
-                if let Some(id) = id {
-                    if let Some(call) = self.detached.remove(&id) {
-                        self.give_up(id, &call.method, "cancelled by the client");
-                        call.answer(Err(Error::Cancelled));
-                    }
-                }
-            }
-            Command::Notify {
-                method,
-                params,
-                reply,
-            } => {
-                let _ = reply.send(self.notify(&method, params));
-            }
-            Command::Fulfil { input, reply } => {
-                let _ = reply.send(self.fulfil(&input));
-            }
-            Command::Close { terminate, reply } => {
-                self.stop_serving(Some((terminate, reply)), link);
-                return ControlFlow::Break(());
-            }
-        }
-        ControlFlow::Continue(())
-    }
-
-    /// Fails every waiting call with [`Error::Closed`] first, then shuts the server down.
-    fn stop_serving(&mut self, close: Option<(Option<Duration>, Sender<Shutdown>)>, link: &Link) {
-        self.closed = true;
-        self.fail_detached();
-        let shutdown = match close.as_ref().and_then(|(terminate, _)| *terminate) {
-            Some(grace) => self.terminate(grace),
-            None => self.close(),
-        };
-        let mut view = link.view();
-        view.stats = self.stats.clone();
-        view.pid = None;
-        drop(view);
-        if let Some((_, reply)) = close {
-            let _ = reply.send(shutdown);
-        }
-    }
-
-    /// Times out every call whose deadline has passed: `notifications/cancelled`, late answer
-    /// dropped, [`Error::Timeout`] to the caller.
-    fn expire_detached(&mut self, now: Instant) {
-        let due: Vec<RequestId> = self
-            .detached
-            .iter()
-            .filter(|(_, call)| call.timing.due() <= now)
-            .map(|(id, _)| id.clone())
-            .collect();
-        for id in due {
-            let Some(call) = self.detached.remove(&id) else {
-                continue;
-            };
-            let elapsed = call.timing.started.elapsed();
-            let reason = format!("timed out after {} ms", elapsed.as_millis());
-            self.give_up(id, &call.method, &reason);
-            let method = call.method.clone();
-            call.answer(Err(Error::Timeout { method, elapsed }));
-        }
-    }
-
-    /// Fails every waiting call: the server died, or the client is closing.
-    fn fail_detached(&mut self) {
-        for (_, call) in self.detached.drain() {
-            let error = match (&self.dead, self.closed) {
-                (Some(dead), false) => dead_error(dead),
-                _ => Error::Closed,
-            };
-            call.answer(Err(error));
-        }
-    }
-
-    /// Publishes counters and queued notifications to the handles.
-    fn publish(&mut self, link: &Link) {
-        if !self.notifications.is_empty() {
-            let mut queue = lock(&link.0.notifications);
-            for notification in self.notifications.drain(..) {
-                if queue.len() >= self.settings.max_queued_notifications {
-                    queue.pop_front();
-                    self.stats.notifications_dropped += 1;
-                }
-                queue.push_back(notification);
-            }
-            link.0.notified.notify_all();
-        }
-        let mut view = link.view();
-        if view.stats != self.stats {
-            view.stats = self.stats.clone();
-        }
     }
 }
 
@@ -609,12 +218,7 @@ impl SharedClient {
             retrying,
             events,
         })?;
-        Ok(Call {
-            key,
-            events: receiver,
-            link: link.clone(),
-            finished: false,
-        })
+        Ok(Call::new(key, receiver, link.clone()))
     }
 
     /// Sends a request and waits for its result, as [`Client::request`] does (retry policy,
@@ -802,91 +406,6 @@ impl SharedClient {
             client: self,
             seed: retry::seed(),
         }
-    }
-}
-
-/// One request in flight on a [`SharedClient`]: wait for its answer, or cancel it.
-///
-/// Dropping a call that has not finished cancels it.
-#[derive(Debug)]
-pub struct Call {
-    key: u64,
-    events: Receiver<Event>,
-    link: Link,
-    finished: bool,
-}
-
-impl Call {
-    /// Waits for the answer. Ends by the request's deadline at the latest (then
-    /// [`Error::Timeout`]); [`Error::Cancelled`] when it was cancelled first; the server's
-    /// error as [`Error::Rpc`]; [`Error::Closed`] when the client was closed.
-    ///
-    /// # Errors
-    /// As above, and [`Error::ServerExited`] / [`Error::Unresponsive`] when the server died.
-    pub fn wait(self) -> Result<Value, Error> {
-        self.wait_with_progress(&mut |_| {})
-    }
-
-    /// [`wait`](Call::wait), calling `on_progress` (on this thread) with each progress
-    /// notification the server sends for the request.
-    ///
-    /// # Errors
-    /// As [`Call::wait`].
-    pub fn wait_with_progress(
-        mut self,
-        on_progress: &mut dyn FnMut(&Progress),
-    ) -> Result<Value, Error> {
-        loop {
-            match self.events.recv() {
-                Ok(Event::Progress(progress)) => on_progress(&progress),
-                Ok(Event::Done(outcome)) => {
-                    self.finished = true;
-                    return outcome;
-                }
-                // The IO thread dropped the request without an answer: it is gone.
-                Err(_) => {
-                    self.finished = true;
-                    return Err(Error::Closed);
-                }
-            }
-        }
-    }
-
-    /// Cancels the request: the server is sent `notifications/cancelled`, a late answer is
-    /// dropped, and the wait ends with [`Error::Cancelled`] (unless the answer came first).
-    pub fn cancel(&self) {
-        self.canceller().cancel();
-    }
-
-    /// A handle that cancels this request from any thread (while another waits on it).
-    pub fn canceller(&self) -> Canceller {
-        Canceller {
-            key: self.key,
-            link: self.link.clone(),
-        }
-    }
-}
-
-impl Drop for Call {
-    fn drop(&mut self) {
-        if !self.finished {
-            // Nobody will wait for it: stop it (a closed client has nothing to stop).
-            let _ = self.link.send(Command::Cancel { key: self.key });
-        }
-    }
-}
-
-/// Cancels one [`Call`] from any thread.
-#[derive(Debug, Clone)]
-pub struct Canceller {
-    key: u64,
-    link: Link,
-}
-
-impl Canceller {
-    /// As [`Call::cancel`]; harmless once the call has ended.
-    pub fn cancel(&self) {
-        let _ = self.link.send(Command::Cancel { key: self.key });
     }
 }
 
