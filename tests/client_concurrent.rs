@@ -410,3 +410,96 @@ fn a_server_that_cannot_start_is_an_error_not_a_hang() {
         assert!(matches!(err, Error::Spawn { .. }), "{err}");
     });
 }
+
+#[test]
+fn the_io_thread_answers_the_servers_requests_while_calls_wait() {
+    watchdog(LIMIT, || {
+        let client = fixture("good_server.py")
+            .root("file:///tmp/shared", None)
+            .on_sampling(|_| {
+                Ok(json!({"role": "assistant", "model": "m",
+                          "content": {"type": "text", "text": "sampled"}}))
+            })
+            .spawn_shared()
+            .unwrap();
+        let slow = client
+            .start("tools/call", sleep_params(500), &RequestOptions::new())
+            .unwrap();
+        std::thread::scope(|scope| {
+            let roots = scope.spawn(|| client.call_tool("ask_roots", json!({})).unwrap());
+            let sampled = scope.spawn(|| client.call_tool("ask_unsupported", json!({})).unwrap());
+            let roots: Value = serde_json::from_str(first_text(&roots.join().unwrap())).unwrap();
+            assert_eq!(
+                roots["result"]["roots"][0]["uri"], "file:///tmp/shared",
+                "{roots}"
+            );
+            let sampled: Value =
+                serde_json::from_str(first_text(&sampled.join().unwrap())).unwrap();
+            assert_eq!(sampled["result"]["model"], "m", "{sampled}");
+        });
+        assert_eq!(first_text(&slow.wait().unwrap()), "slept 500 ms");
+        assert_eq!(client.stats().server_requests, 2);
+    });
+}
+
+#[test]
+fn the_heartbeat_runs_on_the_io_thread_and_a_silent_server_fails_every_call() {
+    watchdog(LIMIT, || {
+        let client = util::client::fixture("never_answers.py")
+            .initialize(false)
+            .heartbeat(Duration::from_millis(100), Duration::from_millis(300))
+            .spawn_shared()
+            .unwrap();
+        let pid = client.pid().unwrap();
+        let started = Instant::now();
+        let call = client
+            .start(
+                "ping",
+                None,
+                &RequestOptions::new().timeout(Duration::from_secs(5)),
+            )
+            .unwrap();
+        let outcome = call.wait();
+        assert!(
+            matches!(outcome, Err(Error::Unresponsive { .. })),
+            "{outcome:?}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(wait_dead(pid, Duration::from_secs(2)));
+        assert!(client.stats().heartbeats >= 1);
+        assert!(matches!(client.ping(), Err(Error::Unresponsive { .. })));
+    });
+}
+
+#[test]
+fn modern_input_required_rounds_work_from_several_threads() {
+    watchdog(LIMIT, || {
+        let client = fixture("modern_server.py")
+            .init_timeout(Duration::from_secs(10))
+            .discover_timeout(Duration::from_secs(10))
+            .root("file:///tmp/project", Some("project"))
+            .on_elicitation(|_| Ok(json!({"action": "accept", "content": {"name": "Ada"}})))
+            .on_sampling(|_| {
+                Ok(json!({"role": "assistant", "model": "test-model",
+                          "content": {"type": "text", "text": "ok"}}))
+            })
+            .spawn_shared()
+            .unwrap();
+        assert_eq!(client.era(), Some(mcpipe::Era::Modern));
+        std::thread::scope(|scope| {
+            for _ in 0..3 {
+                scope.spawn(|| {
+                    // Each call takes its own three rounds (`rounds=` counts the wizard requests
+                    // of all calls).
+                    let result = client.call_tool("wizard", json!({})).unwrap();
+                    let want = "name=Ada model=test-model roots=file:///tmp/project rounds=";
+                    assert!(first_text(&result).starts_with(want), "{result}");
+                });
+            }
+        });
+    });
+}

@@ -1,4 +1,4 @@
-//! The IO thread of a [`SharedClient`]: it owns the [`Client`], obeys the callers' commands,
+//! The IO thread of a [`SharedClient`](super::SharedClient): it owns the [`Client`], obeys the callers' commands,
 //! delivers answers and progress to the calls waiting for them (the session keeps their
 //! deadlines), and sleeps in the server's poll between events.
 
@@ -8,26 +8,10 @@ use std::time::{Duration, Instant};
 
 use super::link::{lock, Command, Detached, Event, Link, View};
 use super::process::Shutdown;
-use super::shared::SharedClient;
 use super::{dead_error, server_has_exited, Client, Dead, Until};
 use crate::error::Error;
 
 impl Client {
-    /// Hands the connection to an IO thread and returns a [`SharedClient`] for many threads
-    /// and many requests in flight. Queued notifications move to
-    /// [`SharedClient::next_notification`]; stray responses are dropped.
-    ///
-    /// The server stays tied to the thread that spawned it (Linux kills it when that thread
-    /// ends): prefer [`ClientBuilder::spawn_shared`](super::ClientBuilder::spawn_shared), which spawns it on the IO thread.
-    ///
-    /// # Errors
-    /// [`Error::Io`] when the thread cannot be started (the server is then shut down).
-    pub fn into_shared(self) -> Result<SharedClient, Error> {
-        let retry = self.settings.retry.clone();
-        let max_input_rounds = self.settings.max_input_rounds;
-        SharedClient::run(retry, max_input_rounds, move || Ok(self))
-    }
-
     pub(super) fn view(&self) -> View {
         View {
             stats: self.session.stats().clone(),

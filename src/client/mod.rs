@@ -42,6 +42,7 @@ pub use link::{Call, Canceller};
 pub use options::{Progress, RequestOptions};
 pub use process::{Shutdown, ShutdownStage};
 pub use retry::RetryPolicy;
+pub use session::ClientStats;
 pub use shared::SharedClient;
 
 use builder::{InputCallback, NotificationCallback, Settings, StderrCallback};
@@ -51,30 +52,6 @@ use link::Detached;
 use process::{ServerProcess, Spawn};
 use session::Session;
 use wait::Until;
-
-/// Counters of what a client has seen.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ClientStats {
-    /// Lines from the server that were not valid messages (counted, logged, never answered).
-    pub bad_lines: u64,
-    /// Responses whose id matched no request the client is waiting for.
-    pub unmatched_responses: u64,
-    /// Responses to requests the client had already given up on (dropped).
-    pub late_responses: u64,
-    /// Progress notifications for requests the client had already given up on (dropped).
-    pub late_progress: u64,
-    /// Requests the server sent (each answered).
-    pub server_requests: u64,
-    /// Notifications the server sent, progress included.
-    pub notifications: u64,
-    /// Notifications dropped because the queue was full.
-    pub notifications_dropped: u64,
-    /// Heartbeat pings sent.
-    pub heartbeats: u64,
-    /// Times the server was started again (by a retry or [`Client::restart`]).
-    pub restarts: u64,
-}
 
 /// Why the current server process can no longer serve.
 #[derive(Debug, Clone)]

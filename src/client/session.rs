@@ -14,7 +14,6 @@ use serde_json::{json, Value};
 
 use super::era::{self, Era};
 use super::options::Progress;
-use super::ClientStats;
 use crate::diagnostics::excerpt;
 use crate::message::{
     parse_line, ErrorObject, Message, Notification, Parsed, Request, RequestId, Response,
@@ -26,6 +25,30 @@ const REMEMBERED_CANCELLATIONS: usize = 1024;
 
 /// The id prefix of heartbeat pings: their answers are recognised by it.
 const HEARTBEAT_PREFIX: &str = "mcpipe-heartbeat-";
+
+/// Counters of what a client has seen.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ClientStats {
+    /// Lines from the server that were not valid messages (counted, logged, never answered).
+    pub bad_lines: u64,
+    /// Responses whose id matched no request the client is waiting for.
+    pub unmatched_responses: u64,
+    /// Responses to requests the client had already given up on (dropped).
+    pub late_responses: u64,
+    /// Progress notifications for requests the client had already given up on (dropped).
+    pub late_progress: u64,
+    /// Requests the server sent (each answered).
+    pub server_requests: u64,
+    /// Notifications the server sent, progress included.
+    pub notifications: u64,
+    /// Notifications dropped because the queue was full.
+    pub notifications_dropped: u64,
+    /// Heartbeat pings sent.
+    pub heartbeats: u64,
+    /// Times the server was started again (by a retry or [`Client::restart`](super::Client::restart)).
+    pub restarts: u64,
+}
 
 /// When a request times out.
 #[derive(Debug, Clone, Copy)]

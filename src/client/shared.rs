@@ -151,6 +151,23 @@ impl SharedClient {
     }
 }
 
+impl Client {
+    /// Hands the connection to an IO thread and returns a [`SharedClient`] for many threads
+    /// and many requests in flight. Queued notifications move to
+    /// [`SharedClient::next_notification`]; stray responses are dropped.
+    ///
+    /// The server stays tied to the thread that spawned it (Linux kills it when that thread
+    /// ends): prefer [`ClientBuilder::spawn_shared`](super::ClientBuilder::spawn_shared), which spawns it on the IO thread.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the thread cannot be started (the server is then shut down).
+    pub fn into_shared(self) -> Result<SharedClient, Error> {
+        let retry = self.settings.retry.clone();
+        let max_input_rounds = self.settings.max_input_rounds;
+        SharedClient::run(retry, max_input_rounds, move || Ok(self))
+    }
+}
+
 /// Sends `Close` and joins the IO thread; later calls return the first one's result.
 fn close(inner: &Inner, terminate: Option<Duration>) -> Shutdown {
     let mut shutdown = lock(&inner.shutdown);
