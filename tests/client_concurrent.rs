@@ -503,3 +503,34 @@ fn modern_input_required_rounds_work_from_several_threads() {
         });
     });
 }
+
+#[test]
+fn a_callback_using_its_own_client_gets_an_error_not_a_deadlock() {
+    watchdog(LIMIT, || {
+        let slot: Arc<Mutex<Option<SharedClient>>> = Arc::default();
+        let inside = Arc::clone(&slot);
+        let client = fixture("good_server.py")
+            .on_sampling(move |_| {
+                let client = inside.lock().unwrap().clone();
+                let err = client.map(|c| c.ping().unwrap_err());
+                match err {
+                    Some(Error::Io { source, .. })
+                        if source.kind() == std::io::ErrorKind::Deadlock =>
+                    {
+                        Ok(json!({"role": "assistant", "model": "refused-deadlock",
+                                  "content": {"type": "text", "text": ""}}))
+                    }
+                    other => Err(mcpipe::ErrorObject::internal(format!("{other:?}"))),
+                }
+            })
+            .spawn_shared()
+            .unwrap();
+        *slot.lock().unwrap() = Some(client.clone());
+        let result = client.call_tool("ask_unsupported", json!({})).unwrap();
+        let answer: Value = serde_json::from_str(first_text(&result)).unwrap();
+        assert_eq!(answer["result"]["model"], "refused-deadlock", "{answer}");
+        // Break the cycle (the callback holds a clone) and close.
+        slot.lock().unwrap().take();
+        client.close();
+    });
+}

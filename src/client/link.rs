@@ -3,9 +3,11 @@
 //! read, and the caller's end of one request ([`Call`], [`Canceller`]).
 
 use std::collections::VecDeque;
+use std::io;
 use std::sync::atomic::AtomicU64;
 use std::sync::mpsc::{Receiver, Sender};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::thread::ThreadId;
 use std::time::Duration;
 
 use mio::Waker;
@@ -128,6 +130,8 @@ pub(super) struct LinkState {
     pub(super) notifications: Mutex<VecDeque<Notification>>,
     pub(super) notified: Condvar,
     pub(super) next_key: AtomicU64,
+    /// The IO thread, once it runs.
+    pub(super) io_thread: OnceLock<ThreadId>,
 }
 
 /// The callers' end of the IO thread.
@@ -135,14 +139,28 @@ pub(super) struct LinkState {
 pub(super) struct Link(pub(super) Arc<LinkState>);
 
 impl Link {
-    /// Queues a command and wakes the IO thread. `Err(Closed)` once the thread has ended.
+    /// Queues a command and wakes the IO thread. `Err(Closed)` once the thread has ended;
+    /// `Err(Io(Deadlock))` for a command that waits, sent from the IO thread itself (a callback
+    /// using its own client would wait for itself forever).
     pub(super) fn send(&self, command: Command) -> Result<(), Error> {
+        let waits = !matches!(command, Command::Cancel { .. });
+        if waits && self.on_io_thread() {
+            return Err(Error::io(
+                "using a shared client from its own callbacks",
+                io::Error::from(io::ErrorKind::Deadlock),
+            ));
+        }
         self.0.commands.send(command).map_err(|_| Error::Closed)?;
         if let Some(waker) = lock(&self.0.waker).as_ref() {
             // A failed wake leaves the command queued; the thread's next wake-up sees it.
             let _ = waker.wake();
         }
         Ok(())
+    }
+
+    /// Whether the calling thread is the IO thread.
+    pub(super) fn on_io_thread(&self) -> bool {
+        self.0.io_thread.get() == Some(&std::thread::current().id())
     }
 
     pub(super) fn view(&self) -> MutexGuard<'_, View> {

@@ -12,7 +12,7 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -103,12 +103,14 @@ impl SharedClient {
             notifications: Mutex::new(VecDeque::new()),
             notified: Condvar::new(),
             next_key: AtomicU64::new(1),
+            io_thread: OnceLock::new(),
         }));
         let (ready, started) = mpsc::channel();
         let thread_link = link.clone();
         let thread = std::thread::Builder::new()
             .name(String::from("mcpipe-client"))
             .spawn(move || {
+                let _ = thread_link.0.io_thread.set(std::thread::current().id());
                 let mut client = match start() {
                     Ok(client) => client,
                     Err(e) => {
@@ -170,6 +172,23 @@ impl Client {
 
 /// Sends `Close` and joins the IO thread; later calls return the first one's result.
 fn close(inner: &Inner, terminate: Option<Duration>) -> Shutdown {
+    let unknown = Shutdown {
+        status: None,
+        stage: ShutdownStage::AlreadyExited,
+        elapsed: Duration::ZERO,
+    };
+    if inner.link.on_io_thread() {
+        // From a callback: the IO thread cannot wait for itself. It closes once the callback
+        // returns; a later `close` from another thread joins it and reports.
+        inner.closed.store(true, Ordering::SeqCst);
+        let (reply, _) = mpsc::channel();
+        let _ = inner
+            .link
+            .0
+            .commands
+            .send(Command::Close { terminate, reply });
+        return unknown;
+    }
     let mut shutdown = lock(&inner.shutdown);
     if let Some(done) = *shutdown {
         return done;
@@ -179,14 +198,10 @@ fn close(inner: &Inner, terminate: Option<Duration>) -> Shutdown {
     let sent = inner.link.send(Command::Close { terminate, reply }).is_ok();
     // The thread ends after replying; if it ended before (a callback panicked), the server
     // was shut down as the client was dropped.
-    let done = match sent.then(|| answer.recv().ok()).flatten() {
-        Some(done) => done,
-        None => Shutdown {
-            status: None,
-            stage: ShutdownStage::AlreadyExited,
-            elapsed: Duration::ZERO,
-        },
-    };
+    let done = sent
+        .then(|| answer.recv().ok())
+        .flatten()
+        .unwrap_or(unknown);
     if let Some(thread) = lock(&inner.thread).take() {
         let _ = thread.join();
     }
