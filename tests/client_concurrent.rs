@@ -325,8 +325,18 @@ fn a_retry_restarts_a_dead_server_for_a_shared_client() {
             .spawn_shared()
             .unwrap();
         let first_pid = client.pid().unwrap();
+        // A call in flight on the server that dies: it fails with the death (retryable),
+        // whichever of the two calls the IO thread hears about first.
+        let other = client
+            .start("tools/call", sleep_params(10_000), &RequestOptions::new())
+            .unwrap();
         let tools = client.list_tools().unwrap();
         let _ = std::fs::remove_file(&marker);
+        let outcome = other.wait();
+        assert!(
+            matches!(outcome, Err(Error::ServerExited { .. })),
+            "{outcome:?}"
+        );
         assert!(tools.iter().any(|t| t["name"] == "sleep"));
         assert_ne!(client.pid(), Some(first_pid));
         assert_eq!(client.stats().restarts, 1);

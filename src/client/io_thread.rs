@@ -186,7 +186,7 @@ impl Client {
     }
 
     /// Fails every waiting call: the server died, or the client is closing.
-    fn fail_detached(&mut self) {
+    pub(super) fn fail_detached(&mut self) {
         self.session.fail_all();
         for (_, call) in self.detached.drain() {
             let error = match (&self.dead, self.closed) {

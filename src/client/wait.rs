@@ -388,8 +388,16 @@ impl Client {
         if !retrying || self.closed {
             return Ok(());
         }
-        let dead = self.dead.is_some() || self.process.as_mut().is_none_or(server_has_exited);
-        if dead {
+        let exited = self.process.as_mut().is_none_or(server_has_exited);
+        if self.dead.is_none() && exited && self.process.is_some() {
+            // Not noticed yet (a shared client's retry can come first): take what the server
+            // wrote before it went, answers to other calls among it, and mark it dead.
+            let _ = self.settle_death(&mut None, Until::Deadline);
+        }
+        if self.dead.is_some() || exited {
+            // The shared client's other calls learn of the death (retryable) before the
+            // restart forgets their requests.
+            self.fail_detached();
             self.restart()?;
         }
         Ok(())
