@@ -99,7 +99,9 @@
 //! what waits, a bounded close), and speaks both eras ([`Era`]): it probes with
 //! `server/discover` (MCP 2026-07-28) and falls back to the `initialize` handshake. The era,
 //! the protocol version and the server's discover or initialize result are cached for the life
-//! of the server process; see [`Client`] for what a restart keeps. See `docs/client.md`.
+//! of the server process; see [`Client`] for what a restart keeps. [`SharedClient`] is the
+//! same client for many threads and many requests in flight (an IO thread owns the server; each
+//! request keeps its own deadline, progress and cancellation). See `docs/client.md`.
 //!
 //! # Cancellation inside one thread
 //! A handler runs on the loop's thread, so it lets the loop look at the input through its

@@ -1,9 +1,10 @@
 //! A synchronous MCP client that spawns a stdio server and supervises it: every wait has a
 //! deadline, a dead server fails what waits at once, and closing always ends the server.
 //!
-//! One thread, no background work: the client does its I/O (answering the server's requests,
-//! draining its stderr, the heartbeat) while the caller waits in a request, or in
-//! [`Client::pump`].
+//! [`Client`] uses one thread, no background work: it does its I/O (answering the server's
+//! requests, draining its stderr, the heartbeat) while the caller waits in a request, or in
+//! [`Client::pump`]. [`SharedClient`] hands the same work to an IO thread so that many threads
+//! can have many requests in flight. Both are shells over one sans-IO session (`session.rs`).
 //!
 //! It speaks both generations of MCP ([`Era`]): it probes with `server/discover` and falls back
 //! to the `initialize` handshake. What it finds is cached: see [`Client`] for what and how long.
