@@ -520,6 +520,8 @@ fn a_callback_using_its_own_client_gets_an_error_not_a_deadlock() {
         let slot: Arc<Mutex<Option<SharedClient>>> = Arc::default();
         let inside = Arc::clone(&slot);
         let client = fixture("good_server.py")
+            // `ping` is idempotent: the deadlock must fail it before any retry could apply.
+            .retry(mcpipe::RetryPolicy::default())
             .on_sampling(move |_| {
                 let client = inside.lock().unwrap().clone();
                 let err = client.map(|c| c.ping().unwrap_err());

@@ -145,10 +145,7 @@ impl Link {
     pub(super) fn send(&self, command: Command) -> Result<(), Error> {
         let waits = !matches!(command, Command::Cancel { .. });
         if waits && self.on_io_thread() {
-            return Err(Error::io(
-                "using a shared client from its own callbacks",
-                io::Error::from(io::ErrorKind::Deadlock),
-            ));
+            return Err(deadlock());
         }
         self.0.commands.send(command).map_err(|_| Error::Closed)?;
         if let Some(waker) = lock(&self.0.waker).as_ref() {
@@ -166,6 +163,14 @@ impl Link {
     pub(super) fn view(&self) -> MutexGuard<'_, View> {
         lock(&self.0.view)
     }
+}
+
+/// The error of a callback that would wait for the IO thread it runs on.
+pub(super) fn deadlock() -> Error {
+    Error::io(
+        "using a shared client from its own callbacks",
+        io::Error::from(io::ErrorKind::Deadlock),
+    )
 }
 
 /// A mutex that a panicking holder did not make unusable: every value guarded here is valid

@@ -20,7 +20,7 @@ use serde_json::Value;
 
 use super::era::{Asked, Era};
 use super::exchange::{self, Exchange};
-use super::link::{lock, Call, Command, Link, LinkState, Plan, View};
+use super::link::{self, lock, Call, Command, Link, LinkState, Plan, View};
 use super::options::RequestOptions;
 use super::process::{Shutdown, ShutdownStage};
 use super::retry::{self, RetryPolicy};
@@ -269,6 +269,7 @@ impl SharedClient {
             client: self,
             seed: retry::seed(),
         };
+        caller.not_on_io_thread()?;
         exchange::request(&mut caller, method, params, &mut options)
     }
 
@@ -303,7 +304,9 @@ impl SharedClient {
     /// # Errors
     /// As [`Client::list_tools`].
     pub fn list_tools(&self) -> Result<Vec<Value>, Error> {
-        exchange::list_all(&mut self.caller(), "tools/list", "tools")
+        let mut caller = self.caller();
+        caller.not_on_io_thread()?;
+        exchange::list_all(&mut caller, "tools/list", "tools")
     }
 
     /// As [`Client::call_tool`].
@@ -333,7 +336,9 @@ impl SharedClient {
     /// # Errors
     /// As [`Client::list_tools`].
     pub fn list_resources(&self) -> Result<Vec<Value>, Error> {
-        exchange::list_all(&mut self.caller(), "resources/list", "resources")
+        let mut caller = self.caller();
+        caller.not_on_io_thread()?;
+        exchange::list_all(&mut caller, "resources/list", "resources")
     }
 
     /// As [`Client::read_resource`].
@@ -350,7 +355,9 @@ impl SharedClient {
     /// # Errors
     /// As [`Client::list_tools`].
     pub fn list_prompts(&self) -> Result<Vec<Value>, Error> {
-        exchange::list_all(&mut self.caller(), "prompts/list", "prompts")
+        let mut caller = self.caller();
+        caller.not_on_io_thread()?;
+        exchange::list_all(&mut caller, "prompts/list", "prompts")
     }
 
     /// As [`Client::get_prompt`].
@@ -450,6 +457,16 @@ struct Caller<'a> {
 impl fmt::Debug for Caller<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Caller").finish_non_exhaustive()
+    }
+}
+
+impl Caller<'_> {
+    /// The deadlock error, before any retry policy can apply to it (see [`Link::send`]).
+    fn not_on_io_thread(&self) -> Result<(), Error> {
+        if self.client.inner.link.on_io_thread() {
+            return Err(link::deadlock());
+        }
+        Ok(())
     }
 }
 
