@@ -205,3 +205,190 @@ pub(super) fn named_params(name: &str, arguments: Value) -> Value {
 pub(super) fn excerpt_of(value: &Value) -> String {
     crate::diagnostics::excerpt(value.to_string().as_bytes())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+
+    use super::*;
+    use crate::message::ErrorObject;
+
+    /// A client that answers from a script and records what it was asked: the retry policy,
+    /// the rounds and the pagination on plain data, no process.
+    #[derive(Default)]
+    struct Scripted {
+        answers: VecDeque<Result<Value, Error>>,
+        sent: Vec<(String, Option<Value>, bool)>,
+        pauses: Vec<Duration>,
+        fulfilled: Vec<String>,
+        modern: bool,
+        seed: u64,
+    }
+
+    impl Scripted {
+        fn new(answers: Vec<Result<Value, Error>>) -> Scripted {
+            Scripted {
+                answers: answers.into(),
+                seed: 1,
+                ..Scripted::default()
+            }
+        }
+    }
+
+    impl Exchange for Scripted {
+        fn attempt(
+            &mut self,
+            method: &str,
+            params: Option<Value>,
+            _options: &mut RequestOptions<'_>,
+            retrying: bool,
+        ) -> Result<Value, Error> {
+            self.sent.push((method.to_owned(), params, retrying));
+            self.answers.pop_front().unwrap_or(Err(Error::Closed))
+        }
+
+        fn fulfil(&mut self, input: &Asked) -> Result<Value, String> {
+            self.fulfilled.push(input.key.clone());
+            match input.method.as_str() {
+                "roots/list" => Ok(json!({"roots": []})),
+                other => Err(format!("no callback for {other}")),
+            }
+        }
+
+        fn pause(&mut self, delay: Duration) {
+            self.pauses.push(delay);
+        }
+
+        fn default_retry(&self) -> RetryPolicy {
+            RetryPolicy {
+                jitter: false,
+                ..RetryPolicy::default()
+            }
+        }
+
+        fn max_input_rounds(&self) -> u32 {
+            2
+        }
+
+        fn is_modern(&self) -> bool {
+            self.modern
+        }
+
+        fn seed(&mut self) -> &mut u64 {
+            &mut self.seed
+        }
+    }
+
+    fn timeout() -> Error {
+        Error::Timeout {
+            method: String::from("m"),
+            elapsed: Duration::ZERO,
+        }
+    }
+
+    #[test]
+    fn retryable_failures_are_retried_with_backoff_and_marked_as_retries() {
+        let mut ex = Scripted::new(vec![Err(timeout()), Err(timeout()), Ok(json!({"ok": 1}))]);
+        let result = request(&mut ex, "tools/list", None, &mut RequestOptions::new());
+        assert_eq!(result.unwrap(), json!({"ok": 1}));
+        let retrying: Vec<bool> = ex.sent.iter().map(|s| s.2).collect();
+        assert_eq!(retrying, [false, true, true]);
+        assert_eq!(
+            ex.pauses,
+            [Duration::from_millis(500), Duration::from_millis(1000)]
+        );
+    }
+
+    #[test]
+    fn running_out_of_attempts_says_so_and_rpc_errors_are_never_retried() {
+        let mut ex = Scripted::new(vec![Err(timeout()), Err(timeout()), Err(timeout())]);
+        let err = request(&mut ex, "ping", None, &mut RequestOptions::new()).unwrap_err();
+        assert!(
+            matches!(err, Error::RetriesExhausted { attempts: 3, .. }),
+            "{err}"
+        );
+        let rpc = Error::Rpc(ErrorObject::method_not_found("x"));
+        let mut ex = Scripted::new(vec![Err(rpc)]);
+        let err = request(&mut ex, "ping", None, &mut RequestOptions::new()).unwrap_err();
+        assert!(matches!(err, Error::Rpc(_)), "{err}");
+        assert_eq!(ex.sent.len(), 1);
+    }
+
+    #[test]
+    fn a_tool_call_is_tried_once_unless_marked_idempotent() {
+        let mut ex = Scripted::new(vec![Err(timeout()), Ok(json!({}))]);
+        let err = request(&mut ex, "tools/call", None, &mut RequestOptions::new()).unwrap_err();
+        assert!(matches!(err, Error::Timeout { .. }), "{err}");
+        assert_eq!(ex.sent.len(), 1);
+        let mut ex = Scripted::new(vec![Err(timeout()), Ok(json!({}))]);
+        let mut options = RequestOptions::new().idempotent(true);
+        assert!(request(&mut ex, "tools/call", None, &mut options).is_ok());
+        assert_eq!(ex.sent.len(), 2);
+    }
+
+    #[test]
+    fn input_required_rounds_send_the_answers_and_the_state_verbatim() {
+        let asking = json!({"resultType": "input_required", "requestState": "s-1",
+                            "inputRequests": {"where": {"method": "roots/list"}}});
+        let mut ex = Scripted::new(vec![Ok(asking), Ok(json!({"resultType": "complete"}))]);
+        ex.modern = true;
+        let params = Some(json!({"name": "t"}));
+        let done = request(&mut ex, "tools/call", params, &mut RequestOptions::new()).unwrap();
+        assert_eq!(done["resultType"], "complete");
+        assert_eq!(ex.fulfilled, ["where"]);
+        let second = ex.sent[1].1.clone().unwrap();
+        assert_eq!(second["name"], "t");
+        assert_eq!(second["requestState"], "s-1");
+        assert_eq!(second["inputResponses"]["where"], json!({"roots": []}));
+    }
+
+    #[test]
+    fn an_input_the_client_cannot_give_or_too_many_rounds_end_the_request() {
+        let sampling = json!({"resultType": "input_required",
+                              "inputRequests": {"m": {"method": "sampling/createMessage"}}});
+        let mut ex = Scripted::new(vec![Ok(sampling)]);
+        ex.modern = true;
+        let err = request(&mut ex, "tools/call", None, &mut RequestOptions::new()).unwrap_err();
+        assert!(matches!(err, Error::InputUnanswered { .. }), "{err}");
+        let state_only = json!({"resultType": "input_required", "requestState": "again"});
+        let mut ex = Scripted::new((0..5).map(|_| Ok(state_only.clone())).collect());
+        ex.modern = true;
+        let err = request(&mut ex, "tools/call", None, &mut RequestOptions::new()).unwrap_err();
+        assert!(matches!(err, Error::InputUnanswered { .. }), "{err}");
+        // max_input_rounds is 2: the first answer and two more rounds, with growing pauses.
+        assert_eq!(ex.sent.len(), 3);
+        assert_eq!(
+            ex.pauses,
+            [Duration::from_millis(50), Duration::from_millis(100)]
+        );
+    }
+
+    #[test]
+    fn the_handshake_era_reads_results_as_they_are() {
+        let asking = json!({"resultType": "input_required", "requestState": "s"});
+        let mut ex = Scripted::new(vec![Ok(asking.clone())]);
+        let result = request(&mut ex, "tools/call", None, &mut RequestOptions::new());
+        assert_eq!(result.unwrap(), asking);
+    }
+
+    #[test]
+    fn pages_are_followed_to_the_end_and_a_repeated_cursor_is_an_error() {
+        let mut ex = Scripted::new(vec![
+            Ok(json!({"tools": [1], "nextCursor": "a"})),
+            Ok(json!({"tools": [2], "nextCursor": null})),
+        ]);
+        assert_eq!(
+            list_all(&mut ex, "tools/list", "tools").unwrap(),
+            [json!(1), json!(2)]
+        );
+        assert_eq!(ex.sent[1].1, Some(json!({"cursor": "a"})));
+        let mut ex = Scripted::new(vec![
+            Ok(json!({"tools": [], "nextCursor": "a"})),
+            Ok(json!({"tools": [], "nextCursor": "a"})),
+        ]);
+        let err = list_all(&mut ex, "tools/list", "tools").unwrap_err();
+        assert!(matches!(err, Error::Protocol { .. }), "{err}");
+        let mut ex = Scripted::new(vec![Ok(json!({"nope": []}))]);
+        assert!(list_all(&mut ex, "tools/list", "tools").is_err());
+    }
+}
