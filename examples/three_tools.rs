@@ -7,6 +7,8 @@
 //! `count_to` {n} counts slowly, with progress, and stops at once when cancelled.
 
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use mcpipe::{LogLevel, McpServer, Server, Tool, ToolResult};
@@ -19,6 +21,9 @@ struct Notes {
 }
 
 fn run() -> Result<(), mcpipe::Error> {
+    // The slow tool runs on the worker pool, so it shares its counter instead of `&mut` state.
+    let counted = Arc::new(AtomicU64::new(0));
+    let counted_by_tool = Arc::clone(&counted);
     let mut server = McpServer::new("three-tools", "1.0.0", Notes::default())
         .instructions("Adds numbers, shouts text, and counts slowly.")
         .tool(
@@ -44,14 +49,16 @@ fn run() -> Result<(), mcpipe::Error> {
                 Ok(ToolResult::text(vec![text; times].join(" ")))
             },
         )
-        .tool(
+        // A slow tool: on the worker pool, so that `add` and `shout` are answered while it
+        // counts.
+        .concurrent_tool(
             Tool::new(
                 "count_to",
                 "Counts to n, one number per 100 ms, with progress",
             )
             .arg("n", "integer", "Where to stop (at most 100)"),
-            |notes, args, cx| {
-                notes.calls += 1;
+            move |args, cx| {
+                counted_by_tool.fetch_add(1, Ordering::Relaxed);
                 let n = args.integer("n")?.clamp(0, 100);
                 for i in 1..=n {
                     // Wakes at once when the client cancels (the call then gets no response).
@@ -71,7 +78,7 @@ fn run() -> Result<(), mcpipe::Error> {
         .serve_stdio(&mut server)?;
     eprintln!(
         "three-tools: {outcome} after {} tool calls",
-        server.state().calls
+        server.state().calls + counted.load(Ordering::Relaxed)
     );
     Ok(())
 }

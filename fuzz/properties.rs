@@ -4,8 +4,8 @@
 //! includes the same file (by `#[path]`) to replay every corpus and artifact file through the
 //! same functions on stable Rust. A property failing is a panic that names what went wrong.
 //!
-//! Only public API is used: `mcpipe::fuzzing` (unstable hooks into the sans-IO core) and the
-//! loop itself.
+//! Only public API is used: `mcpipe::internals` (the sans-IO pieces, behind the unstable
+//! `internals` feature) and the loop itself.
 // Each includer uses a different part of this module.
 #![allow(dead_code)]
 
@@ -13,11 +13,16 @@ use std::io::{Read, Write};
 use std::os::fd::AsFd;
 use std::thread;
 
-use mcpipe::fuzzing::{self, Classified, Oversize};
+use mcpipe::internals::{self, Classified, LineSplitter, Oversize};
 use mcpipe::{
     Context, ErrorCode, ErrorObject, Handler, Message, Outcome, Request, Response, Server,
 };
 use serde_json::{Map, Value};
+
+#[path = "session_properties.rs"]
+mod session_properties;
+#[allow(unused_imports)] // Only the replay test and the `server_session` target use it.
+pub(crate) use session_properties::server_session;
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
@@ -57,16 +62,42 @@ fn framing_setup(data: &[u8]) -> (usize, Vec<usize>, &[u8]) {
     (max, sizes, &data[4..])
 }
 
+/// Splits `input` with the loop's line buffer, delivering it in pieces of `chunk_sizes` (cycled,
+/// 0 counts as 1), each cut short by the room the buffer offers and by the end of the input.
+/// Every complete line is taken after each piece, as the loop does after each read; at the end
+/// the input is finished as at end of file.
+fn split_lines(input: &[u8], chunk_sizes: &[usize], max: usize) -> Vec<Result<Vec<u8>, Oversize>> {
+    let mut splitter = LineSplitter::new(max);
+    let mut lines = Vec::new();
+    let mut rest = input;
+    let mut sizes = chunk_sizes.iter().copied().cycle();
+    while !rest.is_empty() {
+        let spare = splitter.spare();
+        let size = sizes.next().unwrap_or(usize::MAX).max(1);
+        let n = size.min(rest.len()).min(spare.len());
+        spare[..n].copy_from_slice(&rest[..n]);
+        splitter.commit(n);
+        rest = &rest[n..];
+        while let Some(line) = splitter.next_line() {
+            lines.push(line.map(<[u8]>::to_vec));
+        }
+    }
+    while let Some(line) = splitter.finish() {
+        lines.push(line.map(<[u8]>::to_vec));
+    }
+    lines
+}
+
 /// `framing`: whatever the pieces, the line buffer yields exactly the reference lines.
 pub(crate) fn framing(data: &[u8]) {
     let (max, sizes, stream) = framing_setup(data);
     let want = reference_split(stream, max);
-    let got = fuzzing::split_lines(stream, &sizes, max);
+    let got = split_lines(stream, &sizes, max);
     assert_eq!(
         got, want,
         "pieces {sizes:?}, limit {max}: the line buffer disagrees with the reference split"
     );
-    let whole = fuzzing::split_lines(stream, &[usize::MAX], max);
+    let whole = split_lines(stream, &[usize::MAX], max);
     assert_eq!(
         whole, want,
         "one piece, limit {max}: the line buffer disagrees with the reference split"
@@ -162,7 +193,7 @@ fn is_error_object(e: &Value) -> bool {
 /// a valid JSON-RPC 2.0 error with the right id; accepted messages survive write → parse →
 /// write unchanged.
 pub(crate) fn message(line: &[u8]) {
-    let classified = fuzzing::classify(line);
+    let classified = internals::classify(line);
     let single = |c: Classified| match c {
         Classified::Single(r) => r,
         Classified::Batch(items) => panic!("a non-array line was classified as a batch {items:?}"),
@@ -537,7 +568,8 @@ pub(crate) fn run_loop_built<H: Handler + 'static>(
 // server_loop_mcp: the loop with the MCP layer
 // ---------------------------------------------------------------------------------------------
 
-/// An MCP server like the demo, minus anything slow: tools `echo`, `fail` and `panic`, a
+/// An MCP server like the demo, minus anything slow: tools `echo`, `fail` and `panic` on the
+/// loop's thread, `nap` (sleeps up to 3 ms, with progress) and `cpanic` on the worker pool, a
 /// resource and a prompt.
 fn mcp_server() -> mcpipe::McpServer<u64> {
     use mcpipe::{
@@ -555,6 +587,19 @@ fn mcp_server() -> mcpipe::McpServer<u64> {
             Err("failed on purpose".into())
         })
         .tool(Tool::new("panic", "panic"), |_, _, _| {
+            panic!("the fuzz tool panics on purpose")
+        })
+        // Concurrent tools: answered later, from the worker pool (a responder), in any order.
+        .concurrent_tool(
+            Tool::new("nap", "nap").optional_arg("ms", "integer", "ms"),
+            |args, cx| {
+                let ms = args.integer_or("ms", 0)?.clamp(0, 3) as u64;
+                cx.progress(0.5, None, None)?;
+                cx.sleep(std::time::Duration::from_millis(ms))?;
+                Ok(ToolResult::text("napped"))
+            },
+        )
+        .concurrent_tool(Tool::new("cpanic", "cpanic"), |_, _| {
             panic!("the fuzz tool panics on purpose")
         })
         .resource(Resource::new("fuzz://readme", "readme"), |_, uri, _cx| {
@@ -769,8 +814,8 @@ pub(crate) fn client_responses(data: &[u8]) {
 /// timed out, cancelled, or failed with the connection), whatever the server writes and
 /// whenever time passes; progress and answers name only pending requests; no request id is
 /// sent twice; nothing panics. The property itself lives with the session
-/// (`mcpipe::client_internals::check_session`, behind the `internals` feature), where the
+/// (`mcpipe::internals::check_session`, behind the `internals` feature), where the
 /// crate's unit tests sweep it too.
 pub(crate) fn client_session(data: &[u8]) {
-    mcpipe::client_internals::check_session(data);
+    mcpipe::internals::check_session(data);
 }

@@ -9,6 +9,11 @@
 # the committed seeds in fuzz/corpus/<target> are read, never written. A crash leaves its input
 # in fuzz/artifacts/<target>/: minimise it (`cargo +nightly fuzz tmin <target> <file>`), fix the
 # bug, and commit the minimised input there as a regression case.
+#
+# The targets' handlers panic on purpose (method `panic`, tool `panic`) to check that the loop
+# answers and goes on; the loop reports each such panic on stderr. Those lines, and only those,
+# are prefixed with "expected:" (and counted past the third); any other panic or crash report
+# passes through unchanged.
 set -euo pipefail
 
 seconds="${1:-60}"
@@ -27,7 +32,27 @@ fi
 
 # target:max_len. Inputs stay small so that each run is fast; the properties do not need more
 # (framing's line limit is at most 255 bytes, the loops' is 512).
-targets=(framing:4096 message:4096 server_loop:4096 server_loop_mcp:4096 client_responses:4096)
+targets=(framing:4096 message:4096 server_loop:4096 server_loop_mcp:4096 server_session:4096 client_responses:4096)
+
+# Labels the loop's reports of the targets' deliberate panics (fuzz/properties.rs) as expected.
+# A run makes hundreds: the first three are shown, the rest counted in one line at the end.
+label_expected_panics() {
+  awk '
+    /^mcpipe: the (handler panicked on .*|tool .* panicked): the fuzz (handler|tool) panics on purpose at / {
+      if (++expected <= 3) {
+        print "expected: a deliberate panic of the fuzz target, answered as an error: " $0
+        fflush()
+      }
+      next
+    }
+    { print; fflush() }
+    END {
+      if (expected > 3) {
+        print "expected: " expected - 3 " more deliberate panics of the fuzz target, not shown"
+      }
+    }
+  '
+}
 
 cargo +nightly fuzz build
 status=0
@@ -42,9 +67,10 @@ for entry in "${targets[@]}"; do
   echo "fuzz.sh: $target for ${seconds}s" >&2
   # -timeout: one input taking this long is a hang, reported as a crash.
   # -rss_limit_mb: a run growing past this is reported as a crash (memory must stay bounded).
+  # With pipefail the pipeline fails when the fuzzer does (awk itself always succeeds).
   if ! cargo +nightly fuzz run "$target" "fuzz/work/$target" "fuzz/corpus/$target" -- \
     -max_total_time="$seconds" -max_len="$max_len" -rss_limit_mb=2048 -timeout=10 \
-    -print_final_stats=1 ${dict[@]+"${dict[@]}"}; then
+    -print_final_stats=1 ${dict[@]+"${dict[@]}"} 2>&1 | label_expected_panics >&2; then
     echo "fuzz.sh: $target FAILED; the input is in fuzz/artifacts/$target/" >&2
     status=1
   fi

@@ -11,10 +11,71 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use mio::unix::pipe::Receiver;
+use mio::{Events, Interest, Poll, Token};
 
-use crate::connection::{Connection, CHILD_ERR, CHILD_OUT};
 use crate::error::Error;
+use crate::responder::CancelToken;
 use crate::sys;
+
+/// Where a running command waits: the loop itself (a handler on the loop's thread, which keeps
+/// reading input meanwhile), or a poller of its own on a worker thread.
+pub(crate) trait Waiter {
+    /// Registers one of the child's output pipes to wake the wait.
+    fn register(&mut self, pipe: &mut Receiver, stderr: bool) -> io::Result<()>;
+    /// Removes a pipe registered before.
+    fn deregister(&mut self, pipe: &mut Receiver);
+    /// Sleeps until a pipe has data, something else the waiter watches happens, or `deadline`.
+    fn wait_until(&mut self, deadline: Instant) -> Result<(), Error>;
+    /// Why the command must be stopped now, if it must.
+    fn interruption(&self) -> Option<Error>;
+}
+
+/// The waiter of a command run on a worker thread: its own poller for the child's pipes, and
+/// the request's cancel token, looked at every [`CHILD_TICK`] (so a cancellation stops the
+/// command within about 10 ms).
+pub(crate) struct TokenWaiter {
+    poll: Poll,
+    events: Events,
+    cancel: CancelToken,
+}
+
+impl TokenWaiter {
+    pub(crate) fn new(cancel: CancelToken) -> io::Result<TokenWaiter> {
+        Ok(TokenWaiter {
+            poll: Poll::new()?,
+            events: Events::with_capacity(4),
+            cancel,
+        })
+    }
+}
+
+impl Waiter for TokenWaiter {
+    fn register(&mut self, pipe: &mut Receiver, stderr: bool) -> io::Result<()> {
+        let token = Token(usize::from(stderr));
+        self.poll
+            .registry()
+            .register(pipe, token, Interest::READABLE)
+    }
+
+    fn deregister(&mut self, pipe: &mut Receiver) {
+        let _ = self.poll.registry().deregister(pipe);
+    }
+
+    fn wait_until(&mut self, deadline: Instant) -> Result<(), Error> {
+        let left = deadline
+            .saturating_duration_since(Instant::now())
+            .min(CHILD_TICK);
+        match self.poll.poll(&mut self.events, Some(left)) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(()),
+            Err(e) => Err(Error::io("polling a child's output", e)),
+        }
+    }
+
+    fn interruption(&self) -> Option<Error> {
+        self.cancel.reason()
+    }
+}
 
 /// How long a process group gets between SIGTERM and SIGKILL.
 const TERM_GRACE: Duration = Duration::from_millis(200);
@@ -110,7 +171,7 @@ impl Capture {
 
     /// Reads what the pipe holds, keeping up to the limit and dropping the rest (so the child
     /// never blocks on a full pipe). Closes the pipe at end of file.
-    fn drain(&mut self, conn: &mut Connection) {
+    fn drain(&mut self, conn: &mut dyn Waiter) {
         let Some(pipe) = &mut self.pipe else { return };
         let mut buf = [0u8; 16 * 1024];
         loop {
@@ -129,7 +190,7 @@ impl Capture {
             }
         }
         if let Some(mut pipe) = self.pipe.take() {
-            conn.deregister_child(&mut pipe);
+            conn.deregister(&mut pipe);
         }
     }
 
@@ -139,20 +200,21 @@ impl Capture {
 }
 
 fn receiver(
-    conn: &mut Connection,
+    conn: &mut dyn Waiter,
     pipe: Option<impl Into<Receiver>>,
-    token: mio::Token,
+    stderr: bool,
 ) -> io::Result<Option<Receiver>> {
     let Some(pipe) = pipe else { return Ok(None) };
     let mut pipe: Receiver = pipe.into();
     pipe.set_nonblocking(true)?;
-    conn.register_child(&mut pipe, token)?;
+    conn.register(&mut pipe, stderr)?;
     Ok(Some(pipe))
 }
 
-/// Runs `command` as described in [`Context::run_command`](crate::Context::run_command).
+/// Runs `command` as described in [`Context::run_command`](crate::Context::run_command),
+/// waiting through `conn`.
 pub(crate) fn run(
-    conn: &mut Connection,
+    conn: &mut dyn Waiter,
     mut command: Command,
     max_output: usize,
     timeout: Option<Duration>,
@@ -179,14 +241,8 @@ pub(crate) fn run(
         child,
         reaped: None,
     };
-    let mut out = Capture::new(
-        receiver(conn, stdout, CHILD_OUT).map_err(failed)?,
-        max_output,
-    );
-    let mut err = Capture::new(
-        receiver(conn, stderr, CHILD_ERR).map_err(failed)?,
-        max_output,
-    );
+    let mut out = Capture::new(receiver(conn, stdout, false).map_err(failed)?, max_output);
+    let mut err = Capture::new(receiver(conn, stderr, true).map_err(failed)?, max_output);
     let deadline = timeout.map(|t| Instant::now() + t);
     let mut timed_out = false;
 
@@ -196,22 +252,19 @@ pub(crate) fn run(
         if group.try_wait().map_err(failed)?.is_some() {
             // The command is done; let what it left behind finish writing, briefly.
             let until = Instant::now() + DRAIN_GRACE;
-            while (out.open() || err.open()) && Instant::now() < until && !conn.interrupted() {
+            while (out.open() || err.open())
+                && Instant::now() < until
+                && conn.interruption().is_none()
+            {
                 conn.wait_until(until.min(Instant::now() + CHILD_TICK))?;
                 out.drain(conn);
                 err.drain(conn);
             }
             break group.terminate().map_err(failed)?;
         }
-        if conn.interrupted() {
+        if let Some(why) = conn.interruption() {
             group.terminate().map_err(failed)?;
-            return Err(if conn.running_cancelled {
-                Error::Cancelled
-            } else if conn.peer_gone {
-                Error::PeerGone
-            } else {
-                Error::Shutdown
-            });
+            return Err(why);
         }
         let now = Instant::now();
         if deadline.is_some_and(|d| now >= d) {
@@ -226,7 +279,7 @@ pub(crate) fn run(
     };
     for capture in [&mut out, &mut err] {
         if let Some(mut pipe) = capture.pipe.take() {
-            conn.deregister_child(&mut pipe);
+            conn.deregister(&mut pipe);
         }
     }
     Ok(ChildOutput {

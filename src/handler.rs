@@ -9,16 +9,25 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::child::{self, ChildOutput};
+use crate::child::ChildOutput;
 use crate::connection::Connection;
 use crate::error::{Error, Outcome};
 use crate::message::{ErrorObject, Message, Notification, Request, RequestId, Response};
+use crate::responder::{CancelToken, Responder};
+use crate::stats::Stats;
 
 /// What a server does with the messages it receives.
 ///
 /// Only [`handle_request`](Handler::handle_request) is required; every other method has a
 /// default that does nothing. Methods run on the loop's thread, one at a time, so a handler can
 /// keep state in `&mut self` without locks.
+///
+/// # Threads
+/// While a method runs, the loop serves nobody else, so methods should be quick. Slow work goes
+/// elsewhere: take the request's [`Responder`] ([`Context::responder`]), move it to another
+/// thread (or a pool), and return; the loop keeps serving and writes the answer when the
+/// responder gives it. What that thread learns for the handler's state comes back through
+/// [`Responder::post`] to [`handle_post`](Handler::handle_post), on the loop's thread.
 pub trait Handler {
     /// Answers a request. `Ok` becomes a result response and `Err` an error response, each with
     /// the request's id. A panic is caught and answered with `-32603`; the loop goes on.
@@ -37,6 +46,13 @@ pub trait Handler {
     /// error response the peer sent about something it could not read (`id` is `None` then).
     fn handle_response(&mut self, response: Response, cx: &mut Context<'_>) {
         let _ = (response, cx);
+    }
+
+    /// Handles data another thread posted ([`Responder::post`]), on the loop's thread: the
+    /// place where results of work done elsewhere update the handler's state. Posts of one
+    /// responder arrive in order, and before its answer is written.
+    fn handle_post(&mut self, data: Box<dyn Any + Send>, cx: &mut Context<'_>) {
+        let _ = (data, cx);
     }
 
     /// Runs once after each quiet period of the server's idle timeout: the place to evict
@@ -77,32 +93,6 @@ pub trait Handler {
         let _ = request;
         true
     }
-}
-
-/// Counters of what a loop has seen, readable from a handler through [`Context::stats`].
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Stats {
-    /// Requests handed to the handler.
-    pub requests: u64,
-    /// Notifications handed to the handler.
-    pub notifications: u64,
-    /// Responses handed to the handler.
-    pub responses: u64,
-    /// Lines that were not valid messages (each answered with an error), oversize ones included.
-    pub bad_messages: u64,
-    /// Lines longer than the message limit.
-    pub oversize_messages: u64,
-    /// Handler calls that panicked.
-    pub handler_panics: u64,
-    /// Times the idle hook ran.
-    pub idle_hooks: u64,
-    /// Requests the peer cancelled: dropped before they started, or answered by nobody.
-    pub cancelled: u64,
-    /// Bytes read from the input.
-    pub bytes_in: u64,
-    /// Bytes written to the output.
-    pub bytes_out: u64,
 }
 
 /// What a handler can do while it works: talk to the peer and see the loop's state.
@@ -157,7 +147,7 @@ impl<'a> Context<'a> {
         method: &str,
         params: Option<Value>,
     ) -> Result<RequestId, Error> {
-        let id = RequestId::from(self.conn.next_request_id());
+        let id = RequestId::from(self.conn.session.next_request_id());
         self.send(&Message::Request(Request {
             id: id.clone(),
             method: method.to_owned(),
@@ -171,12 +161,12 @@ impl<'a> Context<'a> {
     /// # Errors
     /// [`Error::PeerGone`] when the peer closed the connection.
     pub fn send(&mut self, message: &Message) -> Result<(), Error> {
-        if self.conn.peer_gone {
+        if self.conn.session.peer_gone {
             return Err(Error::PeerGone);
         }
-        self.conn.queue.push(message);
+        self.conn.session.queue.push(message);
         self.conn.flush();
-        if self.conn.peer_gone {
+        if self.conn.session.peer_gone {
             return Err(Error::PeerGone);
         }
         Ok(())
@@ -184,7 +174,7 @@ impl<'a> Context<'a> {
 
     /// The loop's counters so far.
     pub fn stats(&self) -> &Stats {
-        &self.conn.stats
+        &self.conn.session.stats
     }
 
     /// Whether the handler should stop: the peer cancelled the request being handled, a
@@ -196,10 +186,10 @@ impl<'a> Context<'a> {
     /// arrival order, for after the handler returns. (Cancellation needs
     /// [`Handler::cancel_method`]; signals and a vanished peer count always.)
     pub fn is_cancelled(&mut self) -> bool {
-        if !self.conn.interrupted() {
+        if !self.conn.session.interrupted() {
             self.conn.peek(false);
         }
-        self.conn.interrupted()
+        self.conn.session.interrupted()
     }
 
     /// [`Context::is_cancelled`] as a `Result`, for `?` at the points where a handler can
@@ -244,7 +234,7 @@ impl<'a> Context<'a> {
     pub fn sleep_until(&mut self, deadline: Instant) -> Result<(), Error> {
         self.conn.peek(true);
         loop {
-            if self.conn.interrupted() {
+            if self.conn.session.interrupted() {
                 return Err(self.interruption());
             }
             if Instant::now() >= deadline {
@@ -275,19 +265,19 @@ impl<'a> Context<'a> {
         let started = Instant::now();
         let deadline = started + timeout;
         let id = self.send_request(method, params)?;
-        self.conn.awaiting = Some(id.clone());
-        self.conn.arrived = None;
+        self.conn.session.awaiting = Some(id.clone());
+        self.conn.session.arrived = None;
         // Responses read ahead before this call cannot be ours: the id is new.
         let outcome = loop {
             self.conn.peek(true);
-            if let Some(response) = self.conn.arrived.take() {
+            if let Some(response) = self.conn.session.arrived.take() {
                 break response.result.map_err(Error::Rpc);
             }
-            if self.conn.interrupted() {
+            if self.conn.session.interrupted() {
                 break Err(self.interruption());
             }
             if Instant::now() >= deadline {
-                if let Some(cancel) = self.conn.cancel_method.clone() {
+                if let Some(cancel) = self.conn.session.cancel_method.clone() {
                     let reason = "no response before the deadline";
                     let params =
                         serde_json::json!({ "requestId": id.to_value(), "reason": reason });
@@ -302,8 +292,8 @@ impl<'a> Context<'a> {
                 break Err(e);
             }
         };
-        self.conn.awaiting = None;
-        self.conn.arrived = None;
+        self.conn.session.awaiting = None;
+        self.conn.session.arrived = None;
         outcome
     }
 
@@ -339,7 +329,38 @@ impl<'a> Context<'a> {
         max_output: usize,
         timeout: Option<Duration>,
     ) -> Result<ChildOutput, Error> {
-        child::run(self.conn, command, max_output, timeout)
+        self.conn.run_command(command, max_output, timeout)
+    }
+
+    /// Takes the answer of the request being handled out of the loop's hands: the loop sends
+    /// nothing when the handler returns (its return value is ignored, unless it panics), and
+    /// the returned [`Responder`] answers later, from any thread, while the loop keeps serving.
+    ///
+    /// The responder sees the request's cancellation ([`Responder::is_cancelled`]); the answer
+    /// of a request the peer cancelled is not sent. A responder dropped unanswered answers
+    /// `-32603`. Returns `None` for a notification or a response, and when the answer was
+    /// already taken.
+    pub fn responder(&mut self) -> Option<Responder> {
+        let id = self.request?;
+        if self.conn.session.response_withheld {
+            return None;
+        }
+        self.conn.session.response_withheld = true;
+        let token = CancelToken::new();
+        let cancellable = self.conn.session.running.is_some();
+        if self.conn.session.running_cancelled {
+            token.cancel_by_peer();
+        }
+        self.conn
+            .session
+            .owed
+            .insert(id.clone(), (token.clone(), cancellable));
+        self.conn.session.stats.answered_later += 1;
+        Some(Responder::new(
+            id.clone(),
+            self.conn.outbox().clone(),
+            token,
+        ))
     }
 
     /// The loop sends no response when the handler of this request returns (whatever it
@@ -348,19 +369,13 @@ impl<'a> Context<'a> {
     /// `subscriptions/listen`.
     pub(crate) fn withhold_response(&mut self) {
         if self.request.is_some() {
-            self.conn.response_withheld = true;
+            self.conn.session.response_withheld = true;
         }
     }
 
     /// Why the handler was interrupted, as an error.
     fn interruption(&self) -> Error {
-        if self.conn.running_cancelled {
-            Error::Cancelled
-        } else if self.conn.peer_gone {
-            Error::PeerGone
-        } else {
-            Error::Shutdown
-        }
+        self.conn.session.interruption_error()
     }
 
     /// The connection, for crate-internal extensions of the context.

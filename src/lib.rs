@@ -103,41 +103,58 @@
 //! same client for many threads and many requests in flight (an IO thread owns the server; each
 //! request keeps its own deadline, progress and cancellation). See `docs/client.md`.
 //!
-//! # Cancellation inside one thread
-//! A handler runs on the loop's thread, so it lets the loop look at the input through its
-//! [`Context`]: [`Context::is_cancelled`] and [`Context::checkpoint`] peek without blocking
-//! (at most once per millisecond), [`Context::sleep`] waits on the input with a deadline, and
-//! [`Context::call`] and [`Context::run_command`] keep reading while they wait. Messages read
-//! this way stay queued in arrival order for after the handler returns. With a cancel method
+//! # Threads: one loop, slow work elsewhere
+//! One thread, the loop's, owns stdin, stdout and the session state, and runs the handler's
+//! methods one at a time, so a handler keeps its state in `&mut self` without locks. Work that
+//! may be slow must not run there, or every other request waits behind it:
+//! - a raw [`Handler`] takes the request's [`Responder`] ([`Context::responder`]) and moves it
+//!   to any thread; the loop keeps serving and writes the answer when it comes (a dropped
+//!   responder answers `-32603`; a cancelled request's answer is not sent; [`CancelToken`]
+//!   shows the cancellation to the holder);
+//! - the MCP layer runs [`McpServer::concurrent_tool`]s on a bounded worker pool, with the
+//!   whole [`McpContext`] (cancellation, progress, logging, questions to the client, child
+//!   processes) working from the worker; quick tools registered with [`McpServer::tool`] stay
+//!   on the loop's thread.
+//!
+//! Nothing reaches stdout except through the loop, and nothing on the serving path can block
+//! on stderr: diagnostics go through a bounded, non-blocking sink ([`stderr_line`]).
+//!
+//! A handler that does wait on the loop's thread is still safe, only slow for others:
+//! [`Context::is_cancelled`] and [`Context::checkpoint`] peek at the input without blocking,
+//! [`Context::sleep`] waits on the input with a deadline, and [`Context::call`] and
+//! [`Context::run_command`] keep reading while they wait. Messages read this way stay queued
+//! (bounded in bytes: [`Server::max_read_ahead_bytes`]) in arrival order. With a cancel method
 //! ([`Handler::cancel_method`]), a cancelled request that has not started is dropped, and a
 //! running one's response is suppressed.
 //!
 //! # Non-goals
-//! - No async runtime and no threads in the loop: handlers are synchronous.
+//! - No async runtime: handlers are synchronous; concurrency is threads and responders.
 //! - No HTTP transport: stdio (and any pair of fds) only.
 //! - No Windows support: the target is Unix (Linux and macOS).
 //! - No JSON Schema validation.
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 
-#[doc(hidden)]
-pub mod bench_support;
 mod child;
 mod client;
 mod connection;
 mod diagnostics;
 mod endpoint;
 mod error;
-#[doc(hidden)]
-pub mod fuzzing;
 mod handler;
+#[cfg(feature = "internals")]
+pub mod internals;
 mod line_buffer;
 mod mcp;
 mod message;
 mod protocol;
+mod responder;
 mod server;
+mod session;
+mod stats;
 mod stdio_guard;
 mod sys;
+mod worker_pool;
 mod write_queue;
 
 /// The README's examples, compiled as doctests so that they cannot drift from the API.
@@ -150,8 +167,9 @@ pub use client::{
     Call, Canceller, Client, ClientBuilder, ClientStats, Era, Progress, RequestOptions,
     RetryPolicy, SharedClient, Shutdown, ShutdownStage,
 };
+pub use diagnostics::stderr_line;
 pub use error::{Error, Outcome};
-pub use handler::{Context, Handler, Stats};
+pub use handler::{Context, Handler};
 pub use mcp::arguments::Arguments;
 pub use mcp::context::McpContext;
 pub use mcp::logging::LogLevel;
@@ -161,8 +179,6 @@ pub use mcp::server::McpServer;
 pub use mcp::tool::{Content, Tool, ToolError, ToolResult};
 pub use message::{ErrorCode, ErrorObject, Message, Notification, Request, RequestId, Response};
 pub use protocol::{LATEST_PROTOCOL_VERSION, MODERN_PROTOCOL_VERSIONS, PROTOCOL_VERSIONS};
+pub use responder::{CancelToken, Responder};
 pub use server::Server;
-
-/// The client session's fuzz property (unstable, behind the `internals` feature).
-#[cfg(feature = "internals")]
-pub use client::internals as client_internals;
+pub use stats::Stats;

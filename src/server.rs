@@ -6,9 +6,11 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
 use crate::connection::{Connection, ConnectionConfig, Fill};
+use crate::diagnostics;
 use crate::error::{Error, Outcome};
 use crate::handler::{catch_panic, Context, Handler};
 use crate::message::{ErrorCode, ErrorObject, Message, Parsed, Response};
+use crate::session::Start;
 use crate::stdio_guard::StdioGuard;
 use crate::sys;
 
@@ -21,6 +23,14 @@ const LAG_BYTES: usize = 1 << 20;
 
 /// The longest the loop waits, once per read, for a lagging peer to read.
 const LAG_WAIT: Duration = Duration::from_millis(1);
+
+/// After cancelling the work still in flight at shutdown, how long it gets to answer before
+/// the loop answers for it (with an error) and ends. Keeps a signal's exit within a second.
+const CANCEL_GRACE: Duration = Duration::from_millis(500);
+
+/// The longest single sleep while waiting for owed answers at shutdown (answers wake it at once;
+/// this only bounds how late a deadline is noticed).
+const SHUTDOWN_TICK: Duration = Duration::from_millis(50);
 
 /// A configured JSON-RPC loop. Build one with [`Server::new`] and the setters, then call
 /// [`Server::serve_stdio`] or [`Server::serve`].
@@ -54,6 +64,9 @@ pub struct Server {
     guard_stdout: bool,
     orphan_check: Option<Duration>,
     log_bad_input: bool,
+    max_read_ahead_bytes: usize,
+    max_in_flight: usize,
+    shutdown_grace: Duration,
 }
 
 impl Default for Server {
@@ -75,6 +88,9 @@ impl Server {
             guard_stdout: true,
             orphan_check: None,
             log_bad_input: true,
+            max_read_ahead_bytes: 32 << 20,
+            max_in_flight: 256,
+            shutdown_grace: Duration::from_secs(10),
         }
     }
 
@@ -133,6 +149,36 @@ impl Server {
         self
     }
 
+    /// How many bytes of messages the loop reads ahead of the handler (32 MiB by default):
+    /// while a handler on the loop's thread waits ([`Context::sleep`](crate::Context::sleep),
+    /// [`Context::call`](crate::Context::call)) or too many requests are in flight
+    /// ([`Server::max_in_flight`]), messages are read ahead so that cancellations and awaited
+    /// responses are seen; past this bound the loop stops reading input until the queue drains
+    /// (back-pressure: memory stays flat; a cancellation behind the bound is honoured when it
+    /// is read).
+    pub fn max_read_ahead_bytes(mut self, bytes: usize) -> Server {
+        self.max_read_ahead_bytes = bytes.max(1);
+        self
+    }
+
+    /// How many requests may wait for a [`Responder`](crate::Responder) at once (256 by
+    /// default). At the bound the loop starts no new request until an answer frees a slot; it
+    /// keeps reading ahead (and acting on cancellations and responses) meanwhile. This is what
+    /// bounds a worker pool's queue: a full queue is back-pressure, never loss.
+    pub fn max_in_flight(mut self, requests: usize) -> Server {
+        self.max_in_flight = requests.max(1);
+        self
+    }
+
+    /// How long answers still owed at end of input are awaited (10 s by default) before that
+    /// work is cancelled. Every owed answer is written before the loop returns: the work's own,
+    /// or, if it does not answer within half a second of the cancellation, a `-32603` error.
+    /// A shutdown signal cancels at once.
+    pub fn shutdown_grace(mut self, grace: Duration) -> Server {
+        self.shutdown_grace = grace;
+        self
+    }
+
     /// Serves on stdin and stdout until end of input, a signal, or the peer going away.
     ///
     /// # Errors
@@ -163,6 +209,7 @@ impl Server {
         let config = ConnectionConfig {
             max_message_bytes: self.max_message_bytes,
             max_output_bytes: self.max_output_bytes,
+            max_read_ahead_bytes: self.max_read_ahead_bytes,
             handle_signals: self.handle_signals,
             log_bad_input: self.log_bad_input,
         };
@@ -173,37 +220,46 @@ impl Server {
     fn run(&self, conn: &mut Connection, handler: &mut dyn Handler) -> Result<Outcome, Error> {
         let parent = self.orphan_check.map(|_| sys::parent_pid());
         let mut idle_fired = false;
-        conn.cancel_method = handler.cancel_method().map(str::to_owned);
+        conn.session.cancel_method = handler.cancel_method().map(str::to_owned);
         loop {
-            if let Some(signo) = conn.signal {
+            take_events(conn, handler);
+            if let Some(signo) = conn.session.signal {
                 return Ok(self.shut_down(conn, handler, Outcome::Signal(signo)));
             }
-            if conn.peer_gone {
+            if conn.session.peer_gone {
                 return Ok(self.shut_down(conn, handler, Outcome::PeerGone));
             }
             if parent.is_some_and(|p| p != sys::parent_pid()) {
                 return Ok(self.shut_down(conn, handler, Outcome::Orphaned));
             }
 
-            // Handle every message that is already here, unless the output is at its bound.
+            // Handle every message that is already here, unless the output is at its bound or
+            // too many requests are in flight.
             let mut stopped_by_backpressure = false;
+            let mut saturated = false;
             let mut handled = false;
             loop {
                 if conn.output_full() {
                     stopped_by_backpressure = true;
                     break;
                 }
+                if conn.session.owed.len() >= self.max_in_flight {
+                    saturated = true;
+                    break;
+                }
                 // With cancellation on, everything already buffered is parsed first, so that a
                 // cancellation arriving in the same read as its request drops the request.
-                conn.read_ahead_buffered();
-                let Some(parsed) = conn.next_parsed() else {
+                conn.session.read_ahead_buffered();
+                let Some(parsed) = conn.session.next_parsed() else {
                     break;
                 };
                 self.dispatch(conn, handler, parsed);
                 handled = true;
+                // Answers from other threads flow while a burst is being handled.
+                take_events(conn, handler);
                 // A signal that arrived while a handler waited ends the loop now, before the
                 // next message.
-                if conn.peer_gone || conn.signal.is_some() {
+                if conn.session.peer_gone || conn.session.signal.is_some() {
                     break;
                 }
             }
@@ -213,8 +269,8 @@ impl Server {
             }
             conn.flush_retry();
             // A signal noticed while a handler waited is acted on at the top, never slept on.
-            if conn.peer_gone
-                || conn.signal.is_some()
+            if conn.session.peer_gone
+                || conn.session.signal.is_some()
                 || (stopped_by_backpressure && !conn.output_full())
             {
                 continue;
@@ -229,7 +285,16 @@ impl Server {
                 conn.wait_writable(LAG_WAIT)?;
                 conn.flush_retry();
             }
-            if !stopped_by_backpressure {
+            if saturated {
+                // Too many requests in flight: read ahead (bounded), so that cancellations and
+                // responses the work in flight waits for are acted on; start nothing new.
+                conn.session.read_ahead_always();
+                if conn.input_ready() && !conn.session.read_ahead_full() {
+                    if let Fill::Bytes(_) | Fill::Eof = conn.fill()? {
+                        continue;
+                    }
+                }
+            } else if !stopped_by_backpressure {
                 if conn.input_eof() {
                     // `next_parsed` has also taken the last line without a newline.
                     return Ok(self.shut_down(conn, handler, Outcome::Eof));
@@ -251,8 +316,11 @@ impl Server {
             // said `None`) and the kernel has no unread input for us (the last read said
             // `WouldBlock`: the poller is edge-triggered, so we read until then), or (b) the
             // output queue is at its bound, where taking more input would grow memory without
-            // limit: then we sleep until the peer reads. Polling in any other state could sleep
-            // while a request waits — the buffered-reader hang this crate exists to prevent.
+            // limit: then we sleep until the peer reads, or (c) too many requests are in flight
+            // and every complete line has been read ahead (up to the read-ahead bound): then we
+            // sleep until an answer frees a slot (the waker) or more input comes. Polling in any
+            // other state could sleep while a request waits — the buffered-reader hang this
+            // crate exists to prevent.
             // (The only other wait in this loop is the bounded pacing pause above.)
             let idle_deadline = match self.idle_timeout {
                 Some(timeout) if !idle_fired => Some(conn.last_input + timeout),
@@ -268,13 +336,16 @@ impl Server {
             .min();
             conn.wait(timeout)?;
             if let Some(deadline) = idle_deadline {
-                if Instant::now() >= deadline && !conn.input_ready() && conn.signal.is_none() {
+                if Instant::now() >= deadline
+                    && !conn.input_ready()
+                    && conn.session.signal.is_none()
+                {
                     idle_fired = true;
-                    conn.stats.idle_hooks += 1;
+                    conn.session.stats.idle_hooks += 1;
                     let result = catch_panic(|| handler.on_idle(&mut Context::new(conn, None)));
                     if let Err(panic) = result {
-                        conn.stats.handler_panics += 1;
-                        eprintln!("mcpipe: the idle hook panicked: {panic}");
+                        conn.session.stats.handler_panics += 1;
+                        diagnostics::line(&format!("mcpipe: the idle hook panicked: {panic}"));
                     }
                     conn.flush();
                 }
@@ -293,8 +364,9 @@ impl Server {
             Parsed::Invalid(response) => conn.enqueue(&Message::Response(response)),
             Parsed::Batch(items) => {
                 if !(self.batches && handler.accepts_batches()) {
-                    conn.stats.bad_messages += 1;
-                    conn.diagnostics
+                    conn.session.stats.bad_messages += 1;
+                    conn.session
+                        .diagnostics
                         .report(|| "a batch arrived where batches are not accepted".to_owned());
                     let error = ErrorObject::new(
                         ErrorCode::INVALID_REQUEST,
@@ -308,14 +380,14 @@ impl Server {
                     match item {
                         Ok(message) => responses.extend(handle_message(conn, handler, message)),
                         Err(response) => {
-                            conn.stats.bad_messages += 1;
+                            conn.session.stats.bad_messages += 1;
                             responses.push(response);
                         }
                     }
                 }
                 // A batch of notifications only gets no reply at all, never `[]`.
                 if !responses.is_empty() {
-                    let out = conn.queue.buffer();
+                    let out = conn.session.queue.buffer();
                     out.push(b'[');
                     for (i, response) in responses.into_iter().enumerate() {
                         if i > 0 {
@@ -338,6 +410,22 @@ impl Server {
         handler: &mut dyn Handler,
         outcome: Outcome,
     ) -> Outcome {
+        // Work in flight: at end of input its answers are awaited for the grace; then (or at
+        // once, on a signal) it is cancelled, gets a moment to answer, and whatever is still
+        // owed is answered with an error. Nothing owed is left unanswered.
+        let mut outcome = outcome;
+        if matches!(outcome, Outcome::Eof | Outcome::Orphaned) {
+            await_owed(conn, handler, Instant::now() + self.shutdown_grace, true);
+            if let (Outcome::Eof, Some(signo)) = (&outcome, conn.session.signal) {
+                outcome = Outcome::Signal(signo);
+            }
+        }
+        if !conn.session.owed.is_empty() {
+            conn.session.cancel_all_owed(outcome != Outcome::PeerGone);
+            await_owed(conn, handler, Instant::now() + CANCEL_GRACE, false);
+            conn.session
+                .fail_owed("the server shut down before the request finished");
+        }
         let grace = match outcome {
             Outcome::Eof => None,
             _ => Some(Instant::now() + SHUTDOWN_FLUSH_GRACE),
@@ -345,11 +433,53 @@ impl Server {
         drain_output(conn, grace);
         let result = catch_panic(|| handler.on_shutdown(&outcome, &mut Context::new(conn, None)));
         if let Err(panic) = result {
-            conn.stats.handler_panics += 1;
-            eprintln!("mcpipe: the shutdown hook panicked: {panic}");
+            conn.session.stats.handler_panics += 1;
+            diagnostics::line(&format!("mcpipe: the shutdown hook panicked: {panic}"));
         }
+        diagnostics::flush();
         drain_output(conn, grace.map(|_| Instant::now() + SHUTDOWN_FLUSH_GRACE));
         outcome
+    }
+}
+
+/// Takes the events other threads sent and hands the handler what they posted.
+fn take_events(conn: &mut Connection, handler: &mut dyn Handler) {
+    conn.take_events();
+    while let Some(data) = conn.session.posts.pop_front() {
+        let result = catch_panic(|| handler.handle_post(data, &mut Context::new(conn, None)));
+        if let Err(panic) = result {
+            conn.session.stats.handler_panics += 1;
+            diagnostics::line(&format!("mcpipe: the handler panicked on a post: {panic}"));
+        }
+    }
+    diagnostics::flush();
+}
+
+/// Serves answers from other threads until none is owed, `deadline` passes, the peer is gone,
+/// or (with `stop_on_signal`) a signal arrives. Input is not read (it ended, or the loop is
+/// stopping).
+fn await_owed(
+    conn: &mut Connection,
+    handler: &mut dyn Handler,
+    deadline: Instant,
+    stop_on_signal: bool,
+) {
+    loop {
+        take_events(conn, handler);
+        conn.flush();
+        if conn.session.owed.is_empty()
+            || conn.session.peer_gone
+            || (stop_on_signal && conn.session.signal.is_some())
+        {
+            return;
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        if conn.wait(Some(left.min(SHUTDOWN_TICK))).is_err() {
+            return;
+        }
     }
 }
 
@@ -358,7 +488,7 @@ impl Server {
 fn drain_output(conn: &mut Connection, deadline: Option<Instant>) {
     loop {
         conn.flush();
-        if conn.output_pending() == 0 || conn.peer_gone {
+        if conn.output_pending() == 0 || conn.session.peer_gone {
             return;
         }
         let timeout = match deadline {
@@ -369,7 +499,7 @@ fn drain_output(conn: &mut Connection, deadline: Option<Instant>) {
                 }
                 Some(left)
             }
-            None if conn.signal.is_some() => return,
+            None if conn.session.signal.is_some() => return,
             None => None,
         };
         if conn.wait(timeout).is_err() {
@@ -387,76 +517,41 @@ fn handle_message(
     match message {
         Message::Request(request) => {
             let id = request.id.clone();
-            let cancellable = conn.cancel_method.is_some() && handler.is_cancellable(&request);
-            if conn.cancelled_queued.remove(&id) && cancellable {
-                // Cancelled before it started: never run, never answered.
-                conn.stats.cancelled += 1;
-                return None;
+            let cancellable = handler.is_cancellable(&request);
+            match conn.session.start_request(&request, cancellable) {
+                Start::Run => {}
+                Start::Dropped => return None,
+                Start::Refused(response) => return Some(response),
             }
-            conn.stats.requests += 1;
-            // Kept for a panic report only, in a reused buffer: no allocation per request.
-            let mut method = std::mem::take(&mut conn.method_scratch);
-            method.clear();
-            method.push_str(&request.method);
-            conn.running = cancellable.then(|| id.clone());
-            conn.running_cancelled = false;
-            conn.response_withheld = false;
             let result =
                 catch_panic(|| handler.handle_request(request, &mut Context::new(conn, Some(&id))));
-            conn.running = None;
-            if std::mem::take(&mut conn.running_cancelled) {
-                // The peer cancelled it while it ran: it gets no response.
-                conn.stats.cancelled += 1;
-                if let Err(panic) = result {
-                    conn.stats.handler_panics += 1;
-                    eprintln!("mcpipe: the handler panicked on {method} (id {id}): {panic}");
-                }
-                conn.method_scratch = method;
-                return None;
-            }
-            if std::mem::take(&mut conn.response_withheld) && result.is_ok() {
-                // The handler answers later, through `Context::send`.
-                conn.method_scratch = method;
-                return None;
-            }
-            let response = match result {
-                Ok(result) => Response {
-                    id: Some(id),
-                    result,
-                },
-                Err(panic) => {
-                    conn.stats.handler_panics += 1;
-                    eprintln!("mcpipe: the handler panicked on {method} (id {id}): {panic}");
-                    Response::error(
-                        Some(id),
-                        ErrorObject::internal(format!(
-                            "internal error: the handler panicked while handling {method}"
-                        )),
-                    )
-                }
-            };
-            conn.method_scratch = method;
-            Some(response)
+            conn.session.finish_request(id, result)
         }
         Message::Notification(notification) => {
-            conn.stats.notifications += 1;
+            conn.session.stats.notifications += 1;
             let method = notification.method.clone();
             let result = catch_panic(|| {
                 handler.handle_notification(notification, &mut Context::new(conn, None))
             });
             if let Err(panic) = result {
-                conn.stats.handler_panics += 1;
-                eprintln!("mcpipe: the handler panicked on notification {method}: {panic}");
+                conn.session.stats.handler_panics += 1;
+                diagnostics::line(&format!(
+                    "mcpipe: the handler panicked on notification {method}: {panic}"
+                ));
             }
             None
         }
         Message::Response(response) => {
-            conn.stats.responses += 1;
+            conn.session.stats.responses += 1;
+            // A response to a request another thread sent goes to that thread.
+            let response = conn.session.route_response(response)?;
             let result =
                 catch_panic(|| handler.handle_response(response, &mut Context::new(conn, None)));
             if let Err(panic) = result {
-                conn.stats.handler_panics += 1;
-                eprintln!("mcpipe: the handler panicked on a response: {panic}");
+                conn.session.stats.handler_panics += 1;
+                diagnostics::line(&format!(
+                    "mcpipe: the handler panicked on a response: {panic}"
+                ));
             }
             None
         }

@@ -144,6 +144,21 @@ pub(crate) fn reopen_nonblocking(fd: BorrowedFd<'_>, for_write: bool) -> io::Res
     )
 }
 
+/// Whether a write to `fd` would not block now (`poll(2)` for `POLLOUT` with a zero timeout).
+/// An fd in error or hung up counts as writable: the write then reports what is wrong.
+pub(crate) fn writable_now(fd: BorrowedFd<'_>) -> io::Result<bool> {
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLOUT,
+        revents: 0,
+    };
+    let ready = retry(|| {
+        // SAFETY: `pfd` is one valid, writable `pollfd` for the call; the count passed is 1.
+        cvt(unsafe { libc::poll(&mut pfd, 1, 0) })
+    })?;
+    Ok(ready > 0)
+}
+
 /// The file status flags (`F_GETFL`) of `fd`.
 pub(crate) fn status_flags(fd: BorrowedFd<'_>) -> io::Result<libc::c_int> {
     // SAFETY: F_GETFL takes no pointer argument; `fd` is open.
@@ -453,68 +468,6 @@ pub(crate) fn kill_child_with_parent(command: &mut std::process::Command) {
     #[cfg(not(target_os = "linux"))]
     {
         let _ = command;
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// A counting allocator for the crate's allocation tests (through `bench_support`): it forwards
-// to the system allocator and counts what threads that asked for it allocate.
-// ---------------------------------------------------------------------------------------------
-
-thread_local! {
-    // `const` with `Cell`s: no lazy initialisation and no destructor, so the allocator can use
-    // them without allocating or recursing. Per thread, so parallel tests do not mix counts.
-    static COUNT_HERE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-    static ALLOCATIONS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-}
-
-/// A global allocator that forwards to [`std::alloc::System`] and counts allocations and
-/// reallocations made inside [`CountingAllocator::count`] on the calling thread.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct CountingAllocator;
-
-impl CountingAllocator {
-    /// Runs `f` and returns how many allocations and reallocations it made on this thread
-    /// (counted only while this allocator is the global one).
-    pub fn count(f: impl FnOnce()) -> u64 {
-        let before = ALLOCATIONS.with(std::cell::Cell::get);
-        let was = COUNT_HERE.with(|c| c.replace(true));
-        f();
-        COUNT_HERE.with(|c| c.set(was));
-        ALLOCATIONS.with(std::cell::Cell::get) - before
-    }
-
-    fn note() {
-        if COUNT_HERE.with(std::cell::Cell::get) {
-            ALLOCATIONS.with(|a| a.set(a.get() + 1));
-        }
-    }
-}
-
-// SAFETY: every method forwards to `System` with the caller's arguments unchanged, so it keeps
-// `System`'s guarantees; counting touches only const thread-locals, which never allocate.
-unsafe impl std::alloc::GlobalAlloc for CountingAllocator {
-    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
-        CountingAllocator::note();
-        // SAFETY: forwarded unchanged; the caller upholds `alloc`'s contract.
-        unsafe { std::alloc::System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
-        CountingAllocator::note();
-        // SAFETY: forwarded unchanged; the caller upholds `alloc_zeroed`'s contract.
-        unsafe { std::alloc::System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
-        CountingAllocator::note();
-        // SAFETY: forwarded unchanged; the caller upholds `realloc`'s contract.
-        unsafe { std::alloc::System.realloc(ptr, layout, new_size) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
-        // SAFETY: forwarded unchanged; the caller upholds `dealloc`'s contract.
-        unsafe { std::alloc::System.dealloc(ptr, layout) }
     }
 }
 

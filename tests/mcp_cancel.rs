@@ -45,22 +45,20 @@ fn a_queued_request_cancelled_in_the_same_read_is_never_run_or_answered() {
 }
 
 #[test]
-fn a_request_queued_behind_a_running_one_is_dropped_when_cancelled() {
+fn an_echo_behind_a_running_sleep_is_not_queued_so_a_late_cancel_is_ignored() {
+    // `sleep` runs on the worker pool: the echo behind it is answered at once, and a
+    // cancellation that names it afterwards names a finished request (ignored, as MCP asks).
+    // (A request queued behind a handler that holds the loop is covered in tests/responder.rs.)
     let mut demo = ready(&[]);
     demo.call(1, "sleep", json!({ "ms": 300 }));
-    demo.call(2, "echo", json!({ "text": "queued" }));
+    demo.call(2, "echo", json!({ "text": "not queued" }));
+    assert_eq!(text(&demo.result(2)), "not queued");
     demo.cancel(2);
     demo.request(3, "ping", json!({}));
-    let (before, sleep) = demo.until_response(1);
-    assert!(before.is_empty(), "{before:?}");
-    assert_eq!(text(&sleep["result"]), "slept 300 ms");
-    let next = demo.next();
-    assert_eq!(
-        next["id"], 3,
-        "the cancelled request must get no response: {next}"
-    );
+    assert_eq!(demo.next()["id"], 3);
+    assert_eq!(text(&demo.result(1)), "slept 300 ms");
     demo.call(4, "stats", json!({}));
-    assert_eq!(demo.result(4)["structuredContent"]["cache_entries"], 0);
+    assert_eq!(demo.result(4)["structuredContent"]["cache_entries"], 1);
 }
 
 #[test]

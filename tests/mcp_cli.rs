@@ -37,17 +37,17 @@ fn run_demo(args: &[&str]) -> (Option<i32>, String, String) {
 }
 
 #[test]
-fn help_goes_to_stderr_and_exits_zero() {
+fn help_goes_to_stdout_and_exits_zero() {
     let (code, stdout, stderr) = run_demo(&["--help"]);
     assert_eq!(code, Some(0));
-    assert!(stdout.is_empty());
+    assert!(stderr.is_empty(), "{stderr}");
     for flag in [
         "--idle-timeout-ms",
         "--max-message-bytes",
         "--allow-run",
         "--help",
     ] {
-        assert!(stderr.contains(flag), "{flag} missing from {stderr}");
+        assert!(stdout.contains(flag), "{flag} missing from {stdout}");
     }
 }
 

@@ -13,9 +13,7 @@ mod builder;
 mod connect;
 mod era;
 mod exchange;
-#[cfg(feature = "internals")]
-pub mod internals;
-#[cfg(all(test, not(feature = "internals")))]
+#[cfg(any(test, feature = "internals"))]
 mod internals;
 mod io_thread;
 mod link;
@@ -39,6 +37,8 @@ use crate::message::{Notification, RequestId, Response};
 
 pub use builder::ClientBuilder;
 pub use era::Era;
+#[cfg(feature = "internals")]
+pub use internals::check_session;
 pub use link::{Call, Canceller};
 pub use options::{Progress, RequestOptions};
 pub use process::{Shutdown, ShutdownStage};

@@ -2,15 +2,17 @@
 //! logging, requests to the client, child processes.
 
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 
-use crate::child::ChildOutput;
+use crate::child::{self, ChildOutput, TokenWaiter};
 use crate::error::Error;
-use crate::handler::{Context, Stats};
+use crate::handler::Context;
 use crate::mcp::input::Rounds;
 use crate::mcp::logging::LogLevel;
+use crate::responder::Responder;
+use crate::stats::Stats;
 
 /// Who is asking, as the layer knows it for one request: from `initialize` (handshake era) or
 /// from the request's own `_meta` (2026-07-28).
@@ -51,13 +53,25 @@ pub(crate) enum Change {
 /// run once per round: keep side effects after the inputs, or make them idempotent.
 #[derive(Debug)]
 pub struct McpContext<'a> {
-    cx: Context<'a>,
+    link: Link<'a>,
     scope: &'a Scope,
     progress_token: Option<Value>,
     /// The last progress value sent: the next one must be greater.
     last_progress: Option<f64>,
     rounds: Rounds,
     changes: Vec<Change>,
+}
+
+/// How a handler reaches the client: through the loop it runs on, or, on a worker thread,
+/// through its request's [`Responder`] (which hands everything to the loop).
+#[derive(Debug)]
+enum Link<'a> {
+    Loop(Context<'a>),
+    Worker {
+        responder: Responder,
+        /// The loop's counters when the call started.
+        stats: Stats,
+    },
 }
 
 impl<'a> McpContext<'a> {
@@ -67,8 +81,29 @@ impl<'a> McpContext<'a> {
         progress_token: Option<Value>,
         rounds: Rounds,
     ) -> McpContext<'a> {
+        McpContext::with_link(Link::Loop(cx), scope, progress_token, rounds)
+    }
+
+    /// The context of a call running on a worker thread.
+    pub(crate) fn on_worker(
+        responder: Responder,
+        stats: Stats,
+        scope: &'a Scope,
+        progress_token: Option<Value>,
+        rounds: Rounds,
+    ) -> McpContext<'a> {
+        let link = Link::Worker { responder, stats };
+        McpContext::with_link(link, scope, progress_token, rounds)
+    }
+
+    fn with_link(
+        link: Link<'a>,
+        scope: &'a Scope,
+        progress_token: Option<Value>,
+        rounds: Rounds,
+    ) -> McpContext<'a> {
         McpContext {
-            cx,
+            link,
             scope,
             progress_token,
             last_progress: None,
@@ -83,10 +118,21 @@ impl<'a> McpContext<'a> {
         (self.rounds, self.changes)
     }
 
+    /// [`McpContext::into_parts`] of a worker's context, with its responder.
+    pub(crate) fn into_worker_parts(self) -> Option<(Rounds, Vec<Change>, Responder)> {
+        match self.link {
+            Link::Worker { responder, .. } => Some((self.rounds, self.changes, responder)),
+            Link::Loop(_) => None,
+        }
+    }
+
     /// Whether the client cancelled this request (or the server must stop). Cheap: see
-    /// [`Context::is_cancelled`].
+    /// [`Context::is_cancelled`]; on a worker thread it reads a flag the loop sets.
     pub fn is_cancelled(&mut self) -> bool {
-        self.cx.is_cancelled()
+        match &mut self.link {
+            Link::Loop(cx) => cx.is_cancelled(),
+            Link::Worker { responder, .. } => responder.is_cancelled(),
+        }
     }
 
     /// `Err` once the request is cancelled or the server must stop; see
@@ -95,7 +141,13 @@ impl<'a> McpContext<'a> {
     /// # Errors
     /// [`Error::Cancelled`], [`Error::Shutdown`] or [`Error::PeerGone`].
     pub fn checkpoint(&mut self) -> Result<(), Error> {
-        self.cx.checkpoint()
+        match &mut self.link {
+            Link::Loop(cx) => cx.checkpoint(),
+            Link::Worker { responder, .. } => match responder.cancel_token().reason() {
+                Some(why) => Err(why),
+                None => Ok(()),
+            },
+        }
     }
 
     /// Sleeps, waking at once on cancellation or shutdown; see [`Context::sleep`].
@@ -103,7 +155,33 @@ impl<'a> McpContext<'a> {
     /// # Errors
     /// As [`McpContext::checkpoint`].
     pub fn sleep(&mut self, duration: Duration) -> Result<(), Error> {
-        self.cx.sleep(duration)
+        match &mut self.link {
+            Link::Loop(cx) => cx.sleep(duration),
+            Link::Worker { responder, .. } => responder
+                .cancel_token()
+                .sleep_until(Instant::now() + duration),
+        }
+    }
+
+    /// Sends a notification through whichever way this call reaches the client.
+    fn send_notification(&mut self, method: &str, params: Option<Value>) -> Result<(), Error> {
+        match &mut self.link {
+            Link::Loop(cx) => cx.notify(method, params),
+            Link::Worker { responder, .. } => responder.notify(method, params),
+        }
+    }
+
+    /// Sends a request to the client and waits for its result (see [`Context::call`]).
+    fn call(
+        &mut self,
+        method: &str,
+        params: Option<Value>,
+        timeout: Duration,
+    ) -> Result<Value, Error> {
+        match &mut self.link {
+            Link::Loop(cx) => cx.call(method, params, timeout),
+            Link::Worker { responder, .. } => responder.call(method, params, timeout),
+        }
     }
 
     /// The request's `_meta.progressToken`, when the client asked for progress.
@@ -126,9 +204,13 @@ impl<'a> McpContext<'a> {
         let Some(token) = &self.progress_token else {
             return Ok(());
         };
+        let stopped = match &mut self.link {
+            Link::Loop(cx) => cx.connection().session.interrupted(),
+            Link::Worker { responder, .. } => responder.is_cancelled(),
+        };
         if !progress.is_finite()
             || self.last_progress.is_some_and(|last| progress <= last)
-            || self.cx.connection().interrupted()
+            || stopped
         {
             return Ok(());
         }
@@ -143,8 +225,7 @@ impl<'a> McpContext<'a> {
             params.insert("message".into(), Value::String(message.to_owned()));
         }
         self.last_progress = Some(progress);
-        self.cx
-            .notify("notifications/progress", Some(Value::Object(params)))
+        self.send_notification("notifications/progress", Some(Value::Object(params)))
     }
 
     /// Sends a log message (`notifications/message`) now, when `level` is at least the level
@@ -165,8 +246,7 @@ impl<'a> McpContext<'a> {
             params.insert("logger".into(), Value::String(logger.into()));
         }
         params.insert("data".into(), data);
-        self.cx
-            .notify("notifications/message", Some(Value::Object(params)))
+        self.send_notification("notifications/message", Some(Value::Object(params)))
     }
 
     /// Sends any notification now.
@@ -174,7 +254,7 @@ impl<'a> McpContext<'a> {
     /// # Errors
     /// [`Error::PeerGone`] when the client is gone.
     pub fn notify(&mut self, method: &str, params: Option<Value>) -> Result<(), Error> {
-        self.cx.notify(method, params)
+        self.send_notification(method, params)
     }
 
     /// Asks the client for input under the name `key`: a `sampling/createMessage`,
@@ -234,11 +314,11 @@ impl<'a> McpContext<'a> {
                      server-to-client requests except sampling, elicitation and roots as inputs"
                 )));
             }
-            return self.cx.call(method, non_null(params), timeout);
+            return self.call(method, non_null(params), timeout);
         };
         self.check_capability(method, capability, &params)?;
         if !self.scope.modern {
-            return self.cx.call(method, non_null(params), timeout);
+            return self.call(method, non_null(params), timeout);
         }
         if let Some(answer) = self.rounds.answers.get(key) {
             return Ok(answer.clone());
@@ -398,7 +478,14 @@ impl<'a> McpContext<'a> {
         max_output: usize,
         timeout: Option<Duration>,
     ) -> Result<ChildOutput, Error> {
-        self.cx.run_command(command, max_output, timeout)
+        match &mut self.link {
+            Link::Loop(cx) => cx.run_command(command, max_output, timeout),
+            Link::Worker { responder, .. } => {
+                let mut waiter = TokenWaiter::new(responder.cancel_token())
+                    .map_err(|e| Error::io("creating a poller for a command", e))?;
+                child::run(&mut waiter, command, max_output, timeout)
+            }
+        }
     }
 
     /// The protocol version: negotiated by `initialize`, or named by this request's `_meta`
@@ -419,14 +506,27 @@ impl<'a> McpContext<'a> {
         &self.scope.client_info
     }
 
-    /// The loop's counters.
+    /// The loop's counters (on a worker thread: as they were when the call started).
     pub fn stats(&self) -> &Stats {
-        self.cx.stats()
+        match &self.link {
+            Link::Loop(cx) => cx.stats(),
+            Link::Worker { stats, .. } => stats,
+        }
     }
 
-    /// The loop's context, for anything not wrapped here.
-    pub fn context(&mut self) -> &mut Context<'a> {
-        &mut self.cx
+    /// The loop's context, for anything not wrapped here; `None` on a worker thread (see
+    /// [`McpServer::concurrent_tool`](crate::McpServer::concurrent_tool)), where the loop is
+    /// reached only through this context's methods.
+    pub fn context(&mut self) -> Option<&mut Context<'a>> {
+        match &mut self.link {
+            Link::Loop(cx) => Some(cx),
+            Link::Worker { .. } => None,
+        }
+    }
+
+    /// Whether this call runs on a worker thread (a concurrent tool) rather than the loop's.
+    pub fn on_worker_thread(&self) -> bool {
+        matches!(self.link, Link::Worker { .. })
     }
 }
 

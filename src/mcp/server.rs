@@ -19,26 +19,52 @@
 
 use std::collections::BTreeSet;
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
 use crate::error::{Error, Outcome};
-use crate::handler::{catch_panic, Context, Handler};
+use crate::handler::{Context, Handler};
 use crate::mcp::arguments::Arguments;
-use crate::mcp::context::{Change, McpContext, Scope};
-use crate::mcp::era::{self, Envelope};
-use crate::mcp::input::{self, Rounds};
+use crate::mcp::context::McpContext;
+use crate::mcp::era;
+use crate::mcp::input::Rounds;
 use crate::mcp::logging::LogLevel;
 use crate::mcp::prompt::{Prompt, PromptMessage};
-use crate::mcp::resource::{Resource, ResourceContents, ResourceTemplate, RESOURCE_NOT_FOUND};
+use crate::mcp::resource::{Resource, ResourceContents, ResourceTemplate};
 use crate::mcp::tool::{Tool, ToolError, ToolResult};
-use crate::mcp::{LATEST_PROTOCOL_VERSION, MODERN_PROTOCOL_VERSIONS, PROTOCOL_VERSIONS};
-use crate::message::{ErrorCode, ErrorObject, Message, Notification, Request, RequestId, Response};
+use crate::mcp::MODERN_PROTOCOL_VERSIONS;
+use crate::message::{ErrorObject, Message, Notification, Request, RequestId, Response};
 use crate::server::Server;
+use crate::worker_pool::WorkerPool;
+
+/// The default most threads of the worker pool (see [`McpServer::workers`]).
+const DEFAULT_WORKERS: usize = 32;
+
+mod calls;
+mod handshake;
+mod methods;
+
+use calls::{child_context, Announced};
+use handshake::Listener;
+pub(crate) use handshake::Session;
+use methods::method_exists;
+pub(crate) use methods::modern_result;
 
 type ToolFn<S> =
     Box<dyn FnMut(&mut S, &mut Arguments, &mut McpContext<'_>) -> Result<ToolResult, ToolError>>;
+/// A tool function that runs on a worker thread, over state it shares (it captures it).
+type ConcurrentToolFn =
+    Arc<dyn Fn(&mut Arguments, &mut McpContext<'_>) -> Result<ToolResult, ToolError> + Send + Sync>;
+
+/// Where a tool runs.
+enum ToolRunner<S> {
+    /// On the loop's thread, with the server's state: quick tools (no thread hop).
+    OnLoop(ToolFn<S>),
+    /// On the worker pool: slow tools, which must not hold up other requests.
+    Concurrent(ConcurrentToolFn),
+}
 type ReadFn<S> = Box<
     dyn FnMut(
         &mut S,
@@ -54,95 +80,6 @@ type CompleteFn<S> = Box<
     dyn FnMut(&mut S, &Value, &str, &str, &mut McpContext<'_>) -> Result<Vec<String>, ErrorObject>,
 >;
 type IdleFn<S> = Box<dyn FnMut(&mut S, &mut McpContext<'_>)>;
-
-/// What the server knows about a handshake-era session: set by `initialize` and
-/// `logging/setLevel`.
-#[derive(Debug)]
-pub(crate) struct Session {
-    /// The negotiated protocol version; `Some` once `initialize` was answered.
-    pub(crate) version: Option<String>,
-    pub(crate) client_capabilities: Value,
-    pub(crate) client_info: Value,
-    /// `notifications/initialized` arrived.
-    pub(crate) ready: bool,
-    /// Log messages below this level are not sent.
-    pub(crate) log_level: LogLevel,
-    /// URIs the client subscribed to with `resources/subscribe`.
-    pub(crate) subscribed: BTreeSet<String>,
-    /// [`Session::scope`], kept between requests so that a request does not copy the
-    /// client's capabilities and info; `None` until first needed (and after `initialize`).
-    scope_cache: Option<Scope>,
-}
-
-impl Session {
-    /// The scope of a handshake-session request, from the cache when it is there. Give it
-    /// back with [`Session::return_scope`]. (A request that panics loses it: it is rebuilt.)
-    fn take_scope(&mut self) -> Scope {
-        self.scope_cache.take().unwrap_or_else(|| self.scope())
-    }
-
-    /// Puts a scope from [`Session::take_scope`] back, with the log level brought up to date
-    /// (`logging/setLevel` may have changed it; nothing else changes after `initialize`).
-    fn return_scope(&mut self, mut scope: Scope) {
-        scope.log_level = self.version.is_some().then_some(self.log_level);
-        self.scope_cache = Some(scope);
-    }
-
-    fn scope(&self) -> Scope {
-        Scope {
-            modern: false,
-            version: self.version.clone().unwrap_or_default(),
-            client_capabilities: self.client_capabilities.clone(),
-            client_info: self.client_info.clone(),
-            log_level: self.version.is_some().then_some(self.log_level),
-        }
-    }
-}
-
-/// An open `subscriptions/listen` stream (2026-07-28): its request id and what it asked for,
-/// narrowed to what this server can send.
-#[derive(Debug, Clone)]
-struct Listener {
-    id: RequestId,
-    tools: bool,
-    prompts: bool,
-    resources: bool,
-    uris: Vec<String>,
-}
-
-/// The methods of the handshake era; any other gets `-32601` in a handshake session.
-const LEGACY_METHODS: [&str; 13] = [
-    "initialize",
-    "ping",
-    "tools/list",
-    "tools/call",
-    "resources/list",
-    "resources/read",
-    "resources/templates/list",
-    "resources/subscribe",
-    "resources/unsubscribe",
-    "prompts/list",
-    "prompts/get",
-    "logging/setLevel",
-    "completion/complete",
-];
-
-/// The methods of MCP 2026-07-28 this layer serves.
-const MODERN_METHODS: [&str; 10] = [
-    "server/discover",
-    "tools/list",
-    "tools/call",
-    "resources/list",
-    "resources/read",
-    "resources/templates/list",
-    "prompts/list",
-    "prompts/get",
-    "completion/complete",
-    "subscriptions/listen",
-];
-
-/// The most values a `completion/complete` result may hold (the spec's limit).
-const MAX_COMPLETIONS: usize = 100;
 
 /// An MCP server over a state `S` of yours: register tools, resources and prompts, then serve.
 ///
@@ -181,7 +118,7 @@ pub struct McpServer<S = ()> {
     state: S,
     info: Value,
     instructions: Option<String>,
-    tools: Vec<(Tool, ToolFn<S>)>,
+    tools: Vec<(Tool, ToolRunner<S>)>,
     resources: Vec<(Resource, ReadFn<S>)>,
     templates: Vec<(ResourceTemplate, ReadFn<S>)>,
     prompts: Vec<(Prompt, PromptFn<S>)>,
@@ -193,6 +130,10 @@ pub struct McpServer<S = ()> {
     cache_public: bool,
     session: Session,
     listeners: Vec<Listener>,
+    /// Threads for concurrent tools; started with the first such call.
+    pool: Option<WorkerPool>,
+    /// The most threads `pool` may have.
+    workers: usize,
 }
 
 impl<S: fmt::Debug> fmt::Debug for McpServer<S> {
@@ -242,6 +183,8 @@ impl<S: 'static> McpServer<S> {
                 scope_cache: None,
             },
             listeners: Vec::new(),
+            pool: None,
+            workers: DEFAULT_WORKERS,
         }
     }
 
@@ -301,7 +244,64 @@ impl<S: 'static> McpServer<S> {
             + 'static,
     ) -> McpServer<S> {
         self.tools.retain(|(t, _)| t.name() != tool.name());
-        self.tools.push((tool, Box::new(run)));
+        self.tools.push((tool, ToolRunner::OnLoop(Box::new(run))));
+        self
+    }
+
+    /// Registers a tool that runs on the server's worker pool, so that it never holds up other
+    /// requests: the loop keeps answering everything else (fast tools, pings, lists, other
+    /// concurrent calls) while it runs. The function gets no `&mut S`: it shares whatever
+    /// state it captures (an `Arc` of something `Sync`), which is why it must be
+    /// `Send + Sync`.
+    ///
+    /// Its [`McpContext`] works as on the loop's thread: cancellation (a flag the loop sets;
+    /// [`McpContext::sleep`] wakes at once), progress, logging, requests to the client
+    /// (routed through the loop), [`McpContext::run_command`] (its process group is stopped
+    /// within a second of a cancellation). A panic gives an `isError` result and the pool keeps
+    /// its threads. Announced changes are delivered before the answer.
+    ///
+    /// Use it for anything that waits: sleeps, commands, network or disk I/O, questions to the
+    /// client. Keep [`McpServer::tool`] for quick tools, which run on the loop's thread with no
+    /// thread hop (and `&mut S`). See [`McpServer::workers`] for the pool's size.
+    ///
+    /// # Example
+    /// ```no_run
+    /// use std::sync::{Arc, atomic::{AtomicU64, Ordering}};
+    /// use std::time::Duration;
+    /// use mcpipe::{McpServer, Tool, ToolResult};
+    ///
+    /// let done = Arc::new(AtomicU64::new(0));
+    /// let mut server = McpServer::new("slow", "1.0.0", ()).concurrent_tool(
+    ///     Tool::new("wait", "Waits a second"),
+    ///     move |_args, cx| {
+    ///         cx.sleep(Duration::from_secs(1))?; // wakes at once when cancelled
+    ///         let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+    ///         Ok(ToolResult::text(format!("waited ({n} so far)")))
+    ///     },
+    /// );
+    /// server.serve_stdio()?;
+    /// # Ok::<(), mcpipe::Error>(())
+    /// ```
+    pub fn concurrent_tool(
+        mut self,
+        tool: Tool,
+        run: impl Fn(&mut Arguments, &mut McpContext<'_>) -> Result<ToolResult, ToolError>
+            + Send
+            + Sync
+            + 'static,
+    ) -> McpServer<S> {
+        self.tools.retain(|(t, _)| t.name() != tool.name());
+        self.tools
+            .push((tool, ToolRunner::Concurrent(Arc::new(run))));
+        self
+    }
+
+    /// The most threads the pool of [`concurrent_tool`](McpServer::concurrent_tool)s may start
+    /// (32 by default; at least 1). Threads start on demand and stay. Calls beyond the count
+    /// wait for a free thread; how many may wait is bounded by the loop
+    /// ([`Server::max_in_flight`](crate::Server::max_in_flight)).
+    pub fn workers(mut self, threads: usize) -> McpServer<S> {
+        self.workers = threads.max(1);
         self
     }
 
@@ -453,659 +453,6 @@ impl<S: 'static> McpServer<S> {
     fn has_resources(&self) -> bool {
         !self.resources.is_empty() || !self.templates.is_empty()
     }
-
-    fn capabilities(&self) -> Value {
-        let changes = self.change_notifications;
-        let mut caps = Map::new();
-        if !self.tools.is_empty() {
-            caps.insert("tools".into(), json!({ "listChanged": changes }));
-        }
-        if self.has_resources() {
-            caps.insert(
-                "resources".into(),
-                json!({ "subscribe": changes, "listChanged": changes }),
-            );
-        }
-        if !self.prompts.is_empty() {
-            caps.insert("prompts".into(), json!({ "listChanged": changes }));
-        }
-        if self.completion.is_some() {
-            caps.insert("completions".into(), json!({}));
-        }
-        caps.insert("logging".into(), json!({}));
-        Value::Object(caps)
-    }
-
-    fn initialize(&mut self, params: &Map<String, Value>) -> Result<Value, ErrorObject> {
-        if self.session.version.is_some() {
-            return Err(ErrorObject::new(
-                ErrorCode::INVALID_REQUEST,
-                "invalid request: the session is already initialized",
-            ));
-        }
-        let Some(requested) = params.get("protocolVersion").and_then(Value::as_str) else {
-            return Err(ErrorObject::invalid_params(
-                "invalid params: initialize needs a string \"protocolVersion\"",
-            ));
-        };
-        let version = if PROTOCOL_VERSIONS.contains(&requested) {
-            requested
-        } else {
-            LATEST_PROTOCOL_VERSION
-        };
-        self.session.version = Some(version.to_owned());
-        self.session.scope_cache = None;
-        self.session.client_capabilities = match params.get("capabilities") {
-            Some(caps @ Value::Object(_)) => caps.clone(),
-            _ => json!({}),
-        };
-        self.session.client_info = params.get("clientInfo").cloned().unwrap_or(Value::Null);
-        let mut result = Map::new();
-        result.insert("protocolVersion".into(), Value::String(version.to_owned()));
-        result.insert("capabilities".into(), self.capabilities());
-        result.insert("serverInfo".into(), self.info.clone());
-        if let Some(text) = &self.instructions {
-            result.insert("instructions".into(), Value::String(text.clone()));
-        }
-        Ok(Value::Object(result))
-    }
-
-    /// `server/discover` (2026-07-28).
-    fn discover(&self) -> Value {
-        let mut result = Map::new();
-        result.insert("supportedVersions".into(), json!(MODERN_PROTOCOL_VERSIONS));
-        result.insert("capabilities".into(), self.capabilities());
-        if let Some(text) = &self.instructions {
-            result.insert("instructions".into(), Value::String(text.clone()));
-        }
-        Value::Object(result)
-    }
-
-    /// A request of a handshake session (after `initialize`).
-    fn handle_legacy(
-        &mut self,
-        method: &str,
-        params: &mut Map<String, Value>,
-        cx: &mut Context<'_>,
-    ) -> Result<Value, ErrorObject> {
-        if !LEGACY_METHODS.contains(&method) {
-            return Err(ErrorObject::method_not_found(method));
-        }
-        let scope = self.session.take_scope();
-        let result = self.serve_legacy(method, params, &scope, cx);
-        self.session.return_scope(scope);
-        result
-    }
-
-    /// [`McpServer::handle_legacy`] once the method is known and the scope at hand.
-    fn serve_legacy(
-        &mut self,
-        method: &str,
-        params: &mut Map<String, Value>,
-        scope: &Scope,
-        cx: &mut Context<'_>,
-    ) -> Result<Value, ErrorObject> {
-        let size = self.page_size;
-        let tools = !self.tools.is_empty();
-        let resources = self.has_resources();
-        let prompts = !self.prompts.is_empty();
-        let subscriptions = resources && self.change_notifications;
-        match method {
-            "ping" => Ok(json!({})),
-            "initialize" => self.initialize(params),
-            "tools/list" if tools => {
-                let items = self.tools.iter().map(|(t, _)| t.to_value()).collect();
-                page(items, params, "tools", size)
-            }
-            "tools/call" if tools => self.call_tool(params, scope, cx),
-            "resources/list" if resources => {
-                let items = self.resources.iter().map(|(r, _)| r.to_value()).collect();
-                page(items, params, "resources", size)
-            }
-            "resources/templates/list" if resources => {
-                let items = self.templates.iter().map(|(t, _)| t.to_value()).collect();
-                page(items, params, "resourceTemplates", size)
-            }
-            "resources/read" if resources => self.read_resource(params, scope, cx),
-            "resources/subscribe" if subscriptions => {
-                let uri = subscription_uri(params, method)?;
-                self.session.subscribed.insert(uri);
-                Ok(json!({}))
-            }
-            "resources/unsubscribe" if subscriptions => {
-                let uri = subscription_uri(params, method)?;
-                self.session.subscribed.remove(&uri);
-                Ok(json!({}))
-            }
-            "prompts/list" if prompts => {
-                let items = self.prompts.iter().map(|(p, _)| p.to_value()).collect();
-                page(items, params, "prompts", size)
-            }
-            "prompts/get" if prompts => self.get_prompt(params, scope, cx),
-            "completion/complete" if self.completion.is_some() => self.complete(params, scope, cx),
-            "logging/setLevel" => self.set_level(params),
-            // A method of a capability this server did not declare.
-            _ => Err(ErrorObject::method_not_found(method)),
-        }
-    }
-
-    /// A request that claims MCP 2026-07-28, its envelope already checked.
-    fn handle_modern(
-        &mut self,
-        id: &RequestId,
-        method: &str,
-        params: &mut Map<String, Value>,
-        envelope: Envelope,
-        cx: &mut Context<'_>,
-    ) -> Result<Value, ErrorObject> {
-        let scope = Scope {
-            modern: true,
-            version: envelope.version,
-            client_capabilities: envelope.client_capabilities,
-            client_info: envelope.client_info,
-            log_level: envelope.log_level,
-        };
-        let size = self.page_size;
-        let tools = !self.tools.is_empty();
-        let resources = self.has_resources();
-        let prompts = !self.prompts.is_empty();
-        // Lists, reads and discover carry caching hints.
-        let (result, cacheable) = match method {
-            "server/discover" => (Ok(self.discover()), true),
-            "tools/list" if tools => {
-                let items = self.tools.iter().map(|(t, _)| t.to_value()).collect();
-                (page(items, params, "tools", size), true)
-            }
-            "tools/call" if tools => (self.call_tool(params, &scope, cx), false),
-            "resources/list" if resources => {
-                let items = self.resources.iter().map(|(r, _)| r.to_value()).collect();
-                (page(items, params, "resources", size), true)
-            }
-            "resources/templates/list" if resources => {
-                let items = self.templates.iter().map(|(t, _)| t.to_value()).collect();
-                (page(items, params, "resourceTemplates", size), true)
-            }
-            "resources/read" if resources => {
-                let result = self.read_resource(params, &scope, cx).map_err(|e| {
-                    // 2026-07-28: a missing resource is invalid params, never -32002.
-                    if e.code == RESOURCE_NOT_FOUND {
-                        ErrorObject {
-                            code: ErrorCode::INVALID_PARAMS,
-                            ..e
-                        }
-                    } else {
-                        e
-                    }
-                });
-                (result, true)
-            }
-            "prompts/list" if prompts => {
-                let items = self.prompts.iter().map(|(p, _)| p.to_value()).collect();
-                (page(items, params, "prompts", size), true)
-            }
-            "prompts/get" if prompts => (self.get_prompt(params, &scope, cx), false),
-            "completion/complete" if self.completion.is_some() => {
-                (self.complete(params, &scope, cx), false)
-            }
-            "subscriptions/listen" if self.change_notifications => {
-                return self.listen(id, params, cx);
-            }
-            // `initialize`, `ping`, `logging/setLevel`, `resources/subscribe` and
-            // `resources/unsubscribe` are gone in 2026-07-28, as are the methods of capabilities
-            // this server did not declare.
-            _ => (Err(ErrorObject::method_not_found(method)), false),
-        };
-        let mut result = result?;
-        if let Value::Object(map) = &mut result {
-            let complete = !map.contains_key("resultType");
-            if complete {
-                map.insert("resultType".into(), json!("complete"));
-            }
-            if cacheable && complete {
-                map.insert("ttlMs".into(), json!(self.cache_ttl_ms));
-                let scope = if self.cache_public {
-                    "public"
-                } else {
-                    "private"
-                };
-                map.insert("cacheScope".into(), json!(scope));
-            }
-            let meta = map.entry("_meta").or_insert_with(|| json!({}));
-            if let Value::Object(meta) = meta {
-                meta.insert(era::SERVER_INFO_KEY.into(), self.info.clone());
-            }
-        }
-        Ok(result)
-    }
-
-    /// `subscriptions/listen` (2026-07-28): acknowledges at once and keeps the stream open; its
-    /// response is sent only when the server shuts down (a cancelled stream gets none).
-    fn listen(
-        &mut self,
-        id: &RequestId,
-        params: &Map<String, Value>,
-        cx: &mut Context<'_>,
-    ) -> Result<Value, ErrorObject> {
-        let Some(wanted) = params.get("notifications").and_then(Value::as_object) else {
-            return Err(ErrorObject::invalid_params(
-                "invalid params: subscriptions/listen needs a \"notifications\" object",
-            ));
-        };
-        let flag = |key: &str| wanted.get(key).and_then(Value::as_bool) == Some(true);
-        let resources = self.has_resources();
-        let uris: Vec<String> = if resources {
-            wanted
-                .get("resourceSubscriptions")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(|u| u.as_str().map(str::to_owned))
-                .collect()
-        } else {
-            Vec::new()
-        };
-        let listener = Listener {
-            id: id.clone(),
-            tools: flag("toolsListChanged") && !self.tools.is_empty(),
-            prompts: flag("promptsListChanged") && !self.prompts.is_empty(),
-            resources: flag("resourcesListChanged") && resources,
-            uris,
-        };
-        let mut honored = Map::new();
-        for (key, on) in [
-            ("toolsListChanged", listener.tools),
-            ("promptsListChanged", listener.prompts),
-            ("resourcesListChanged", listener.resources),
-        ] {
-            if on {
-                honored.insert(key.into(), json!(true));
-            }
-        }
-        if wanted.contains_key("resourceSubscriptions") && resources {
-            honored.insert("resourceSubscriptions".into(), json!(listener.uris));
-        }
-        self.listeners.retain(|l| l.id != listener.id);
-        self.listeners.push(listener);
-        cx.withhold_response();
-        let ack = json!({
-            "notifications": honored,
-            "_meta": { era::SUBSCRIPTION_ID_KEY: id.to_value() },
-        });
-        // A client gone now is noticed by the loop; nothing to answer either way.
-        let _ = cx.notify("notifications/subscriptions/acknowledged", Some(ack));
-        Ok(Value::Null)
-    }
-
-    /// Sends the notifications for what a handler announced.
-    fn deliver(&mut self, changes: Vec<Change>, cx: &mut Context<'_>) {
-        if !self.change_notifications {
-            return;
-        }
-        let legacy = self.session.version.is_some();
-        for change in changes {
-            let (method, uri) = match &change {
-                Change::Tools => ("notifications/tools/list_changed", None),
-                Change::Prompts => ("notifications/prompts/list_changed", None),
-                Change::Resources => ("notifications/resources/list_changed", None),
-                Change::ResourceUpdated(uri) => {
-                    ("notifications/resources/updated", Some(uri.as_str()))
-                }
-            };
-            if legacy {
-                match uri {
-                    None => {
-                        let _ = cx.notify(method, None);
-                    }
-                    Some(uri) if self.session.subscribed.contains(uri) => {
-                        let _ = cx.notify(method, Some(json!({ "uri": uri })));
-                    }
-                    Some(_) => {}
-                }
-            }
-            for listener in &self.listeners {
-                let wants = match &change {
-                    Change::Tools => listener.tools,
-                    Change::Prompts => listener.prompts,
-                    Change::Resources => listener.resources,
-                    Change::ResourceUpdated(uri) => listener.uris.iter().any(|u| u == uri),
-                };
-                if !wants {
-                    continue;
-                }
-                let mut params = Map::new();
-                if let Some(uri) = uri {
-                    params.insert("uri".into(), json!(uri));
-                }
-                params.insert(
-                    "_meta".into(),
-                    json!({ era::SUBSCRIPTION_ID_KEY: listener.id.to_value() }),
-                );
-                let _ = cx.notify(method, Some(Value::Object(params)));
-            }
-        }
-    }
-
-    /// `tools/call`. The arguments are moved out of `params` (the request's own, dropped
-    /// afterwards), never copied: a 10 MB argument is not duplicated on its way to the tool.
-    fn call_tool(
-        &mut self,
-        params: &mut Map<String, Value>,
-        scope: &Scope,
-        cx: &mut Context<'_>,
-    ) -> Result<Value, ErrorObject> {
-        let arguments = params.remove("arguments");
-        let Some(name) = params.get("name").and_then(Value::as_str) else {
-            return Err(ErrorObject::invalid_params(
-                "invalid params: tools/call needs a string \"name\"",
-            ));
-        };
-        let arguments = match arguments {
-            None | Some(Value::Null) => Map::new(),
-            Some(Value::Object(map)) => map,
-            Some(_) => {
-                return Err(ErrorObject::invalid_params(
-                    "invalid params: tools/call \"arguments\" must be an object",
-                ))
-            }
-        };
-        let Some((_, run)) = self.tools.iter_mut().find(|(t, _)| t.name() == name) else {
-            return Err(ErrorObject::invalid_params(format!("unknown tool: {name}"))
-                .with_data(json!({ "name": name })));
-        };
-        // The call's binding is for 2026-07-28 rounds only: the handshake era has one round.
-        let binding = if scope.modern {
-            input::binding_of_map("tools/call", name, &arguments)
-        } else {
-            String::new()
-        };
-        let rounds = rounds_for(scope, params, &binding)?;
-        let mut arguments = Arguments::from_map(arguments);
-        let token = progress_token(params);
-        let state = &mut self.state;
-        let mut mcx = McpContext::new(child_context(cx), scope, token, rounds);
-        let outcome = catch_panic(|| run(state, &mut arguments, &mut mcx));
-        let (rounds, changes) = mcx.into_parts();
-        self.deliver(changes, cx);
-        if let Ok(returned) = &outcome {
-            if let Some(answer) = round_outcome(scope, &rounds, &binding, returned.is_err()) {
-                return answer;
-            }
-        }
-        match outcome {
-            Ok(Ok(result)) => Ok(result.into_value()),
-            Ok(Err(error)) => error.into_response(),
-            Err(panic) => {
-                eprintln!("mcpipe: the tool {name} panicked: {panic}");
-                Ok(
-                    ToolResult::error(format!("internal error: the tool {name} panicked: {panic}"))
-                        .into_value(),
-                )
-            }
-        }
-    }
-
-    fn read_resource(
-        &mut self,
-        params: &Map<String, Value>,
-        scope: &Scope,
-        cx: &mut Context<'_>,
-    ) -> Result<Value, ErrorObject> {
-        let Some(uri) = params.get("uri").and_then(Value::as_str) else {
-            return Err(ErrorObject::invalid_params(
-                "invalid params: resources/read needs a string \"uri\"",
-            ));
-        };
-        let vars;
-        let read = if let Some((_, read)) = self.resources.iter_mut().find(|(r, _)| r.uri() == uri)
-        {
-            vars = Arguments::default();
-            read
-        } else {
-            let found = self
-                .templates
-                .iter_mut()
-                .find_map(|(t, read)| t.matches(uri).map(|v| (v, read)));
-            let Some((matched, read)) = found else {
-                return Err(Resource::not_found(uri));
-            };
-            vars = Arguments::from_map(matched);
-            read
-        };
-        let binding = if scope.modern {
-            input::binding("resources/read", uri, &Value::Null)
-        } else {
-            String::new()
-        };
-        let rounds = rounds_for(scope, params, &binding)?;
-        let mut mcx = McpContext::new(child_context(cx), scope, progress_token(params), rounds);
-        let outcome = read(&mut self.state, uri, &vars, &mut mcx);
-        let (rounds, changes) = mcx.into_parts();
-        self.deliver(changes, cx);
-        if let Some(answer) = round_outcome(scope, &rounds, &binding, outcome.is_err()) {
-            return answer;
-        }
-        let contents = outcome?;
-        if contents.is_empty() && scope.modern {
-            // 2026-07-28: never an empty `contents` for a resource that is not there.
-            return Err(Resource::not_found(uri));
-        }
-        Ok(
-            json!({ "contents": contents.iter().map(ResourceContents::to_value).collect::<Vec<_>>() }),
-        )
-    }
-
-    fn get_prompt(
-        &mut self,
-        params: &mut Map<String, Value>,
-        scope: &Scope,
-        cx: &mut Context<'_>,
-    ) -> Result<Value, ErrorObject> {
-        let arguments = params.remove("arguments");
-        let Some(name) = params.get("name").and_then(Value::as_str) else {
-            return Err(ErrorObject::invalid_params(
-                "invalid params: prompts/get needs a string \"name\"",
-            ));
-        };
-        let Some((prompt, get)) = self.prompts.iter_mut().find(|(p, _)| p.name() == name) else {
-            return Err(
-                ErrorObject::invalid_params(format!("unknown prompt: {name}"))
-                    .with_data(json!({ "name": name })),
-            );
-        };
-        let arguments = match arguments {
-            None | Some(Value::Null) => Map::new(),
-            Some(Value::Object(map)) => map,
-            Some(_) => {
-                return Err(ErrorObject::invalid_params(
-                    "invalid params: prompts/get \"arguments\" must be an object",
-                ))
-            }
-        };
-        if let Some(missing) = prompt
-            .required_arguments()
-            .find(|a| arguments.get(*a).is_none_or(Value::is_null))
-        {
-            return Err(ErrorObject::invalid_params(format!(
-                "invalid params: prompt {name} needs the argument \"{missing}\""
-            )));
-        }
-        let description = prompt.description_value().cloned();
-        let binding = if scope.modern {
-            input::binding_of_map("prompts/get", name, &arguments)
-        } else {
-            String::new()
-        };
-        let rounds = rounds_for(scope, params, &binding)?;
-        let arguments = Arguments::from_map(arguments);
-        let mut mcx = McpContext::new(child_context(cx), scope, progress_token(params), rounds);
-        let outcome = get(&mut self.state, &arguments, &mut mcx);
-        let (rounds, changes) = mcx.into_parts();
-        self.deliver(changes, cx);
-        if let Some(answer) = round_outcome(scope, &rounds, &binding, outcome.is_err()) {
-            return answer;
-        }
-        let messages = outcome?;
-        let mut result = Map::new();
-        if let Some(description) = description {
-            result.insert("description".into(), description);
-        }
-        result.insert(
-            "messages".into(),
-            Value::Array(messages.iter().map(PromptMessage::to_value).collect()),
-        );
-        Ok(Value::Object(result))
-    }
-
-    fn complete(
-        &mut self,
-        params: &Map<String, Value>,
-        scope: &Scope,
-        cx: &mut Context<'_>,
-    ) -> Result<Value, ErrorObject> {
-        let reference = match params.get("ref") {
-            Some(r @ Value::Object(_)) => r.clone(),
-            _ => {
-                return Err(ErrorObject::invalid_params(
-                    "invalid params: completion/complete needs a \"ref\" object",
-                ))
-            }
-        };
-        let argument = params.get("argument").and_then(Value::as_object);
-        let (Some(name), Some(value)) = (
-            argument.and_then(|a| a.get("name")).and_then(Value::as_str),
-            argument
-                .and_then(|a| a.get("value"))
-                .and_then(Value::as_str),
-        ) else {
-            return Err(ErrorObject::invalid_params(
-                "invalid params: completion/complete needs \"argument\" with string \"name\" \
-                 and \"value\"",
-            ));
-        };
-        let Some(complete) = self.completion.as_mut() else {
-            return Err(ErrorObject::method_not_found("completion/complete"));
-        };
-        let mut mcx = McpContext::new(
-            child_context(cx),
-            scope,
-            progress_token(params),
-            Rounds::default(),
-        );
-        let mut values = complete(&mut self.state, &reference, name, value, &mut mcx)?;
-        let (_, changes) = mcx.into_parts();
-        self.deliver(changes, cx);
-        let total = values.len();
-        let has_more = total > MAX_COMPLETIONS;
-        values.truncate(MAX_COMPLETIONS);
-        Ok(json!({ "completion": { "values": values, "total": total, "hasMore": has_more } }))
-    }
-
-    fn set_level(&mut self, params: &Map<String, Value>) -> Result<Value, ErrorObject> {
-        let level = params.get("level").and_then(Value::as_str);
-        match level.and_then(LogLevel::from_name) {
-            Some(level) => {
-                self.session.log_level = level;
-                Ok(json!({}))
-            }
-            None => Err(ErrorObject::invalid_params(format!(
-                "invalid params: unknown log level {}; expected one of debug, info, notice, \
-                 warning, error, critical, alert, emergency",
-                params.get("level").unwrap_or(&Value::Null)
-            ))),
-        }
-    }
-}
-
-/// The inputs of this round: parsed from the request under 2026-07-28, none in the handshake
-/// era (where a call has one round and inputs are asked for live).
-fn rounds_for(
-    scope: &Scope,
-    params: &Map<String, Value>,
-    binding: &str,
-) -> Result<Rounds, ErrorObject> {
-    if scope.modern {
-        Rounds::from_params(params, binding)
-    } else {
-        Ok(Rounds::default())
-    }
-}
-
-/// Under 2026-07-28, what overrides the handler's own answer: `input_required` while an input
-/// is missing, `-32021` when it failed for want of a client capability.
-fn round_outcome(
-    scope: &Scope,
-    rounds: &Rounds,
-    binding: &str,
-    failed: bool,
-) -> Option<Result<Value, ErrorObject>> {
-    if !scope.modern {
-        return None;
-    }
-    if !rounds.pending.is_empty() {
-        return Some(Ok(rounds.input_required(binding)));
-    }
-    match (&rounds.missing_capability, failed) {
-        (Some(required), true) => Some(Err(ErrorObject::new(
-            era::MISSING_CLIENT_CAPABILITY,
-            "missing required client capability: the request needs a capability the client \
-             did not declare in io.modelcontextprotocol/clientCapabilities",
-        )
-        .with_data(json!({ "requiredCapabilities": required })))),
-        _ => None,
-    }
-}
-
-fn subscription_uri(params: &Map<String, Value>, method: &str) -> Result<String, ErrorObject> {
-    params
-        .get("uri")
-        .and_then(Value::as_str)
-        .map(str::to_owned)
-        .ok_or_else(|| {
-            ErrorObject::invalid_params(format!("invalid params: {method} needs a string \"uri\""))
-        })
-}
-
-/// A fresh context for the same request, so an [`McpContext`] can own one.
-fn child_context<'b>(cx: &'b mut Context<'_>) -> Context<'b> {
-    cx.reborrow()
-}
-
-fn progress_token(params: &Map<String, Value>) -> Option<Value> {
-    params
-        .get("_meta")
-        .and_then(|m| m.get("progressToken"))
-        .filter(|t| t.is_string() || t.is_i64() || t.is_u64())
-        .cloned()
-}
-
-/// One page of `items` from `cursor` on, and the cursor of the next page if there is one.
-fn page(
-    items: Vec<Value>,
-    params: &Map<String, Value>,
-    key: &str,
-    size: usize,
-) -> Result<Value, ErrorObject> {
-    let bad = || ErrorObject::invalid_params("invalid params: invalid cursor");
-    let start = match params.get("cursor") {
-        None | Some(Value::Null) => 0,
-        Some(Value::String(cursor)) => cursor
-            .strip_prefix("mcpipe:")
-            .and_then(|n| n.parse::<usize>().ok())
-            .filter(|n| *n > 0 && *n < items.len())
-            .ok_or_else(bad)?,
-        Some(_) => return Err(bad()),
-    };
-    let total = items.len();
-    let end = start.saturating_add(size).min(total);
-    let mut result = Map::new();
-    result.insert(
-        key.to_owned(),
-        Value::Array(items.into_iter().skip(start).take(end - start).collect()),
-    );
-    if end < total {
-        result.insert("nextCursor".into(), Value::String(format!("mcpipe:{end}")));
-    }
-    Ok(Value::Object(result))
 }
 
 impl<S: 'static> Handler for McpServer<S> {
@@ -1128,7 +475,7 @@ impl<S: 'static> Handler for McpServer<S> {
             }
         };
         if self.session.version.is_some() {
-            return self.handle_legacy(method, &mut params, cx);
+            return self.handle_legacy(&id, method, &mut params, cx);
         }
         if era::claims_modern(&params) || era::has_envelope_keys(&params) {
             let envelope = era::parse(&params)?;
@@ -1137,9 +484,7 @@ impl<S: 'static> Handler for McpServer<S> {
         match method {
             "ping" => Ok(json!({})),
             "initialize" => self.initialize(&params),
-            _ if !LEGACY_METHODS.contains(&method) && !MODERN_METHODS.contains(&method) => {
-                Err(ErrorObject::method_not_found(method))
-            }
+            _ if !method_exists(method, None) => Err(ErrorObject::method_not_found(method)),
             _ => Err(ErrorObject::invalid_params(format!(
                 "invalid params: {method} needs the per-request _meta \
                  \"io.modelcontextprotocol/protocolVersion\" and \
@@ -1168,6 +513,12 @@ impl<S: 'static> Handler for McpServer<S> {
             }
             // Unknown notifications are ignored.
             _ => {}
+        }
+    }
+
+    fn handle_post(&mut self, data: Box<dyn std::any::Any + Send>, cx: &mut Context<'_>) {
+        if let Ok(announced) = data.downcast::<Announced>() {
+            self.deliver(announced.0, cx);
         }
     }
 
@@ -1207,53 +558,5 @@ impl<S: 'static> Handler for McpServer<S> {
     fn is_cancellable(&self, request: &Request) -> bool {
         // MCP: `initialize` must never be cancelled.
         request.method != "initialize"
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn items(n: usize) -> Vec<Value> {
-        (0..n).map(|i| json!(i)).collect()
-    }
-
-    fn walk(n: usize, size: usize) -> Vec<Value> {
-        let mut all = Vec::new();
-        let mut params = Map::new();
-        loop {
-            let page = page(items(n), &params, "x", size).unwrap();
-            all.extend(page["x"].as_array().unwrap().iter().cloned());
-            match page.get("nextCursor") {
-                Some(c) => {
-                    params.insert("cursor".into(), c.clone());
-                }
-                None => return all,
-            }
-        }
-    }
-
-    #[test]
-    fn pages_cover_every_item_once_whatever_the_size() {
-        for n in [0, 1, 2, 5, 10, 11] {
-            for size in [1, 2, 3, 5, 10, 100] {
-                assert_eq!(walk(n, size), items(n), "n={n} size={size}");
-            }
-        }
-    }
-
-    #[test]
-    fn bad_cursors_are_invalid_params() {
-        for cursor in [
-            json!("nope"),
-            json!(7),
-            json!("mcpipe:0"),
-            json!("mcpipe:99"),
-        ] {
-            let mut params = Map::new();
-            params.insert("cursor".into(), cursor);
-            let err = page(items(10), &params, "x", 3).unwrap_err();
-            assert_eq!(err.code, ErrorCode::INVALID_PARAMS);
-        }
     }
 }

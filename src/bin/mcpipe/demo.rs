@@ -17,7 +17,8 @@ use serde_json::json;
 
 use crate::conformance;
 
-const USAGE: &str = "usage: mcpipe demo [options]
+/// `mcpipe demo --help`, also shown by `mcpipe help demo`.
+pub(crate) const USAGE: &str = "usage: mcpipe demo [options]
 
 Serves the demo MCP server on stdin/stdout (logs on stderr).
 
@@ -135,10 +136,7 @@ fn parse(args: Vec<String>) -> Result<Option<Options>, String> {
 pub(crate) fn run(args: Vec<String>) -> ExitCode {
     let options = match parse(args) {
         Ok(Some(options)) => options,
-        Ok(None) => {
-            eprintln!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
+        Ok(None) => return crate::print_out(USAGE),
         Err(why) => {
             eprintln!("mcpipe demo: {why}\n\n{USAGE}");
             return ExitCode::from(2);
@@ -154,12 +152,13 @@ pub(crate) fn run(args: Vec<String>) -> ExitCode {
         loop_config.serve_stdio(&mut demo_server(options.allow_run))
     };
     match served {
+        // Never `eprintln!` here: stderr may be full or closed, and the server must still exit.
         Ok(outcome) => {
-            eprintln!("mcpipe demo: {outcome}");
+            mcpipe::stderr_line(&format!("mcpipe demo: {outcome}"));
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("mcpipe demo: {e}");
+            mcpipe::stderr_line(&format!("mcpipe demo: {e}"));
             ExitCode::FAILURE
         }
     }
@@ -201,13 +200,13 @@ fn demo_server(allow_run: bool) -> McpServer<Demo> {
             ),
             |_demo, _args, _cx| panic!("the panic tool panics on purpose"),
         )
-        .tool(
+        .concurrent_tool(
             Tool::new(
                 "sleep",
                 "Waits ms milliseconds, sending progress every ~100 ms when asked; cancellable",
             )
             .arg("ms", "integer", "How long to wait, in milliseconds"),
-            |_demo, args, cx| {
+            |args, cx| {
                 let ms = args.integer("ms")?;
                 let ms = u64::try_from(ms).map_err(|_| {
                     ToolError::new("argument \"ms\" must be a non-negative integer")
@@ -238,9 +237,10 @@ fn demo_server(allow_run: bool) -> McpServer<Demo> {
                     "properties": {
                         "requests": { "type": "integer" },
                         "idle_evictions": { "type": "integer" },
-                        "cache_entries": { "type": "integer" }
+                        "cache_entries": { "type": "integer" },
+                        "stderr_lines_dropped": { "type": "integer" }
                     },
-                    "required": ["requests", "idle_evictions", "cache_entries"]
+                    "required": ["requests", "idle_evictions", "cache_entries", "stderr_lines_dropped"]
                 }),
             ),
             |demo, _args, cx| {
@@ -248,6 +248,7 @@ fn demo_server(allow_run: bool) -> McpServer<Demo> {
                     "requests": cx.stats().requests,
                     "idle_evictions": demo.idle_evictions,
                     "cache_entries": demo.cache.len(),
+                    "stderr_lines_dropped": cx.stats().stderr_lines_dropped,
                 })))
             },
         )
@@ -290,14 +291,14 @@ fn demo_server(allow_run: bool) -> McpServer<Demo> {
             demo.idle_evictions += 1;
         });
     if allow_run {
-        server = server.tool(
+        server = server.concurrent_tool(
             Tool::new(
                 "run",
                 "Runs a command and returns its exit code, stdout and stderr",
             )
             .arg("argv", "array", "The program and its arguments")
             .optional_arg("timeout_ms", "integer", "Stop the command after this long"),
-            |_demo, args, cx| {
+            |args, cx| {
                 let argv = args.string_list("argv")?;
                 let Some((program, rest)) = argv.split_first() else {
                     return Err(ToolError::new("argument \"argv\" must not be empty"));

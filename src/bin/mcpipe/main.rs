@@ -1,8 +1,16 @@
 //! The `mcpipe` command: `mcpipe demo` serves the demo MCP server on stdio, and
 //! `mcpipe probe [-- COMMAND ARGS...]` checks any stdio MCP server (by default the demo).
 //!
-//! Run: `cargo run --release -- probe`, or `cargo run --release -- demo --help`.
+//! Run: `cargo run --release -- probe`, or `cargo run --release -- help demo`.
+//!
+//! Help and the version go to stdout with exit status 0 (so `mcpipe --help | less` works);
+//! usage errors go to stderr with exit status 2.
+//!
+//! The arguments are parsed by hand: two commands and a handful of flags. A parsing crate would
+//! have to be an optional dependency behind a default feature, which every user of the library
+//! would then compile unless they turned default features off.
 
+use std::io::{self, Write};
 use std::process::ExitCode;
 
 mod conformance;
@@ -11,9 +19,21 @@ mod probe;
 
 const USAGE: &str = "usage: mcpipe <command> [options]
 
+MCP (Model Context Protocol) over stdio: a demo server and a probe for any stdio MCP server.
+
 commands:
-  demo     serve the demo MCP server on stdin/stdout (see `mcpipe demo --help`)
-  probe    check a stdio MCP server, by default the demo (see `mcpipe probe --help`)";
+  demo     serve the demo MCP server on stdin/stdout
+  probe    check a stdio MCP server for hangs, crashes and leaks (by default the demo)
+  help     show this help, or a command's: mcpipe help <command>
+
+options:
+  -h, --help       show this help
+  -V, --version    show the version
+
+`mcpipe <command> --help` shows a command's options.";
+
+/// The exit status of a usage error, as for most Unix commands.
+const USAGE_ERROR: u8 = 2;
 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
@@ -22,17 +42,43 @@ fn main() -> ExitCode {
     match command.as_deref() {
         Some("demo") => demo::run(rest),
         Some("probe") => probe::run(rest),
-        Some("-h" | "--help" | "help") => {
-            eprintln!("{USAGE}");
-            ExitCode::SUCCESS
+        Some("-h" | "--help") if rest.is_empty() => print_out(USAGE),
+        Some("help") => help(&rest),
+        Some("-V" | "--version") if rest.is_empty() => {
+            print_out(concat!("mcpipe ", env!("CARGO_PKG_VERSION")))
         }
-        Some(other) => {
-            eprintln!("mcpipe: unknown command {other:?}\n\n{USAGE}");
-            ExitCode::from(2)
+        Some(flag @ ("-h" | "--help" | "-V" | "--version")) => {
+            usage_error(&format!("{flag} takes no arguments"))
         }
-        None => {
-            eprintln!("{USAGE}");
-            ExitCode::from(2)
-        }
+        Some(other) => usage_error(&format!("unknown command {other:?}")),
+        None => usage_error("no command given"),
     }
+}
+
+/// `mcpipe help [COMMAND]`.
+fn help(rest: &[String]) -> ExitCode {
+    match rest {
+        [] => print_out(USAGE),
+        [command] if command == "demo" => print_out(demo::USAGE),
+        // The probe owns its help text and where it goes: ask it, as `mcpipe probe --help` does.
+        [command] if command == "probe" => probe::run(vec![String::from("--help")]),
+        [command] if command == "help" => print_out(USAGE),
+        [command] => usage_error(&format!(
+            "no help for {command:?}: there is no such command"
+        )),
+        _ => usage_error("help takes at most one command"),
+    }
+}
+
+/// Prints `text` on stdout and exits 0. A closed stdout (`mcpipe --help | head -1`) is not an
+/// error worth reporting: the reader has what it wanted.
+pub(crate) fn print_out(text: &str) -> ExitCode {
+    let _ = writeln!(io::stdout().lock(), "{text}");
+    ExitCode::SUCCESS
+}
+
+/// Reports a usage error on stderr, with the usage, and exits 2.
+fn usage_error(why: &str) -> ExitCode {
+    eprintln!("mcpipe: {why}\n\n{USAGE}");
+    ExitCode::from(USAGE_ERROR)
 }

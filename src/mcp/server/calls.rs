@@ -1,0 +1,458 @@
+//! How calls reach the registered functions: tools (on the loop's thread, or on the worker
+//! pool for concurrent tools), resource reads, prompts and completions, and the delivery of the
+//! changes they announce.
+
+use std::sync::Arc;
+
+use serde_json::{json, Map, Value};
+
+use super::{modern_result, ConcurrentToolFn, McpServer, ToolRunner};
+use crate::diagnostics;
+use crate::handler::{catch_panic, Context};
+use crate::mcp::arguments::Arguments;
+use crate::mcp::context::{Change, McpContext, Scope};
+use crate::mcp::era;
+use crate::mcp::input::{self, Rounds};
+use crate::mcp::logging::LogLevel;
+use crate::mcp::prompt::PromptMessage;
+use crate::mcp::resource::{Resource, ResourceContents};
+use crate::mcp::tool::{ToolError, ToolResult};
+use crate::message::ErrorObject;
+use crate::worker_pool::WorkerPool;
+
+/// The most values a `completion/complete` result may hold (the spec's limit).
+const MAX_COMPLETIONS: usize = 100;
+
+/// What a concurrent tool's call takes to its worker thread.
+struct WorkerCall {
+    /// The server's info, for a 2026-07-28 result (which carries it in `_meta`).
+    info: Option<Value>,
+    name: String,
+    scope: Scope,
+    binding: String,
+    token: Option<Value>,
+    rounds: Rounds,
+    arguments: Arguments,
+}
+
+/// Changes a concurrent tool announced, posted back to the loop for delivery.
+pub(super) struct Announced(pub(super) Vec<Change>);
+
+impl<S: 'static> McpServer<S> {
+    /// Sends the notifications for what a handler announced.
+    pub(super) fn deliver(&mut self, changes: Vec<Change>, cx: &mut Context<'_>) {
+        if !self.change_notifications {
+            return;
+        }
+        let legacy = self.session.version.is_some();
+        for change in changes {
+            let (method, uri) = match &change {
+                Change::Tools => ("notifications/tools/list_changed", None),
+                Change::Prompts => ("notifications/prompts/list_changed", None),
+                Change::Resources => ("notifications/resources/list_changed", None),
+                Change::ResourceUpdated(uri) => {
+                    ("notifications/resources/updated", Some(uri.as_str()))
+                }
+            };
+            if legacy {
+                match uri {
+                    None => {
+                        let _ = cx.notify(method, None);
+                    }
+                    Some(uri) if self.session.subscribed.contains(uri) => {
+                        let _ = cx.notify(method, Some(json!({ "uri": uri })));
+                    }
+                    Some(_) => {}
+                }
+            }
+            for listener in &self.listeners {
+                let wants = match &change {
+                    Change::Tools => listener.tools,
+                    Change::Prompts => listener.prompts,
+                    Change::Resources => listener.resources,
+                    Change::ResourceUpdated(uri) => listener.uris.iter().any(|u| u == uri),
+                };
+                if !wants {
+                    continue;
+                }
+                let mut params = Map::new();
+                if let Some(uri) = uri {
+                    params.insert("uri".into(), json!(uri));
+                }
+                params.insert(
+                    "_meta".into(),
+                    json!({ era::SUBSCRIPTION_ID_KEY: listener.id.to_value() }),
+                );
+                let _ = cx.notify(method, Some(Value::Object(params)));
+            }
+        }
+    }
+
+    /// `tools/call`. The arguments are moved out of `params` (the request's own, dropped
+    /// afterwards), never copied: a 10 MB argument is not duplicated on its way to the tool.
+    /// A concurrent tool runs on the worker pool: its answer is taken out of the loop's hands
+    /// (a [`Responder`]) and the value returned here is ignored.
+    pub(super) fn call_tool(
+        &mut self,
+        params: &mut Map<String, Value>,
+        scope: &Scope,
+        cx: &mut Context<'_>,
+    ) -> Result<Value, ErrorObject> {
+        let arguments = params.remove("arguments");
+        let Some(name) = params.get("name").and_then(Value::as_str) else {
+            return Err(ErrorObject::invalid_params(
+                "invalid params: tools/call needs a string \"name\"",
+            ));
+        };
+        let arguments = match arguments {
+            None | Some(Value::Null) => Map::new(),
+            Some(Value::Object(map)) => map,
+            Some(_) => {
+                return Err(ErrorObject::invalid_params(
+                    "invalid params: tools/call \"arguments\" must be an object",
+                ))
+            }
+        };
+        let Some((_, run)) = self.tools.iter_mut().find(|(t, _)| t.name() == name) else {
+            return Err(ErrorObject::invalid_params(format!("unknown tool: {name}"))
+                .with_data(json!({ "name": name })));
+        };
+        // The call's binding is for 2026-07-28 rounds only: the handshake era has one round.
+        let binding = if scope.modern {
+            input::binding_of_map("tools/call", name, &arguments)
+        } else {
+            String::new()
+        };
+        let rounds = rounds_for(scope, params, &binding)?;
+        let mut arguments = Arguments::from_map(arguments);
+        let token = progress_token(params);
+        let run = match run {
+            ToolRunner::Concurrent(run) => {
+                let run = Arc::clone(run);
+                let call = WorkerCall {
+                    info: scope.modern.then(|| self.info.clone()),
+                    name: name.to_owned(),
+                    scope: scope.clone(),
+                    binding,
+                    token,
+                    rounds,
+                    arguments,
+                };
+                self.start_on_worker(call, run, cx);
+                return Ok(Value::Null);
+            }
+            ToolRunner::OnLoop(run) => run,
+        };
+        let state = &mut self.state;
+        let mut mcx = McpContext::new(child_context(cx), scope, token, rounds);
+        let outcome = catch_panic(|| run(state, &mut arguments, &mut mcx));
+        let (rounds, changes) = mcx.into_parts();
+        self.deliver(changes, cx);
+        tool_answer(name, scope, &rounds, &binding, outcome)
+    }
+
+    /// Hands a concurrent tool's call to the worker pool, with the request's responder.
+    fn start_on_worker(&mut self, call: WorkerCall, run: ConcurrentToolFn, cx: &mut Context<'_>) {
+        let Some(responder) = cx.responder() else {
+            // Not reachable for a request (the answer was not taken before); answer on the loop
+            // rather than lose the call if it ever is.
+            diagnostics::line("mcpipe: a concurrent tool call had no responder");
+            return;
+        };
+        let stats = cx.stats().clone();
+        let pool = self
+            .pool
+            .get_or_insert_with(|| WorkerPool::new(self.workers));
+        pool.submit(Box::new(move || {
+            let WorkerCall {
+                info,
+                name,
+                scope,
+                binding,
+                token,
+                rounds,
+                mut arguments,
+            } = call;
+            let mut mcx = McpContext::on_worker(responder, stats, &scope, token, rounds);
+            let outcome = catch_panic(|| run(&mut arguments, &mut mcx));
+            // Always a worker's context: it was made so two lines up.
+            let Some((rounds, changes, responder)) = mcx.into_worker_parts() else {
+                return;
+            };
+            if !changes.is_empty() {
+                // Delivered by the loop (it owns the subscriptions) before the answer.
+                let _ = responder.post(Box::new(Announced(changes)));
+            }
+            let mut answer = tool_answer(&name, &scope, &rounds, &binding, outcome);
+            if let (Ok(result), Some(info)) = (&mut answer, &info) {
+                // What `handle_modern` does for a call answered on the loop.
+                modern_result(result, info, None);
+            }
+            responder.respond(answer);
+        }));
+    }
+
+    pub(super) fn read_resource(
+        &mut self,
+        params: &Map<String, Value>,
+        scope: &Scope,
+        cx: &mut Context<'_>,
+    ) -> Result<Value, ErrorObject> {
+        let Some(uri) = params.get("uri").and_then(Value::as_str) else {
+            return Err(ErrorObject::invalid_params(
+                "invalid params: resources/read needs a string \"uri\"",
+            ));
+        };
+        let vars;
+        let read = if let Some((_, read)) = self.resources.iter_mut().find(|(r, _)| r.uri() == uri)
+        {
+            vars = Arguments::default();
+            read
+        } else {
+            let found = self
+                .templates
+                .iter_mut()
+                .find_map(|(t, read)| t.matches(uri).map(|v| (v, read)));
+            let Some((matched, read)) = found else {
+                return Err(Resource::not_found(uri));
+            };
+            vars = Arguments::from_map(matched);
+            read
+        };
+        let binding = if scope.modern {
+            input::binding("resources/read", uri, &Value::Null)
+        } else {
+            String::new()
+        };
+        let rounds = rounds_for(scope, params, &binding)?;
+        let mut mcx = McpContext::new(child_context(cx), scope, progress_token(params), rounds);
+        let outcome = read(&mut self.state, uri, &vars, &mut mcx);
+        let (rounds, changes) = mcx.into_parts();
+        self.deliver(changes, cx);
+        if let Some(answer) = round_outcome(scope, &rounds, &binding, outcome.is_err()) {
+            return answer;
+        }
+        let contents = outcome?;
+        if contents.is_empty() && scope.modern {
+            // 2026-07-28: never an empty `contents` for a resource that is not there.
+            return Err(Resource::not_found(uri));
+        }
+        Ok(
+            json!({ "contents": contents.iter().map(ResourceContents::to_value).collect::<Vec<_>>() }),
+        )
+    }
+
+    pub(super) fn get_prompt(
+        &mut self,
+        params: &mut Map<String, Value>,
+        scope: &Scope,
+        cx: &mut Context<'_>,
+    ) -> Result<Value, ErrorObject> {
+        let arguments = params.remove("arguments");
+        let Some(name) = params.get("name").and_then(Value::as_str) else {
+            return Err(ErrorObject::invalid_params(
+                "invalid params: prompts/get needs a string \"name\"",
+            ));
+        };
+        let Some((prompt, get)) = self.prompts.iter_mut().find(|(p, _)| p.name() == name) else {
+            return Err(
+                ErrorObject::invalid_params(format!("unknown prompt: {name}"))
+                    .with_data(json!({ "name": name })),
+            );
+        };
+        let arguments = match arguments {
+            None | Some(Value::Null) => Map::new(),
+            Some(Value::Object(map)) => map,
+            Some(_) => {
+                return Err(ErrorObject::invalid_params(
+                    "invalid params: prompts/get \"arguments\" must be an object",
+                ))
+            }
+        };
+        if let Some(missing) = prompt
+            .required_arguments()
+            .find(|a| arguments.get(*a).is_none_or(Value::is_null))
+        {
+            return Err(ErrorObject::invalid_params(format!(
+                "invalid params: prompt {name} needs the argument \"{missing}\""
+            )));
+        }
+        let description = prompt.description_value().cloned();
+        let binding = if scope.modern {
+            input::binding_of_map("prompts/get", name, &arguments)
+        } else {
+            String::new()
+        };
+        let rounds = rounds_for(scope, params, &binding)?;
+        let arguments = Arguments::from_map(arguments);
+        let mut mcx = McpContext::new(child_context(cx), scope, progress_token(params), rounds);
+        let outcome = get(&mut self.state, &arguments, &mut mcx);
+        let (rounds, changes) = mcx.into_parts();
+        self.deliver(changes, cx);
+        if let Some(answer) = round_outcome(scope, &rounds, &binding, outcome.is_err()) {
+            return answer;
+        }
+        let messages = outcome?;
+        let mut result = Map::new();
+        if let Some(description) = description {
+            result.insert("description".into(), description);
+        }
+        result.insert(
+            "messages".into(),
+            Value::Array(messages.iter().map(PromptMessage::to_value).collect()),
+        );
+        Ok(Value::Object(result))
+    }
+
+    pub(super) fn complete(
+        &mut self,
+        params: &Map<String, Value>,
+        scope: &Scope,
+        cx: &mut Context<'_>,
+    ) -> Result<Value, ErrorObject> {
+        let reference = match params.get("ref") {
+            Some(r @ Value::Object(_)) => r.clone(),
+            _ => {
+                return Err(ErrorObject::invalid_params(
+                    "invalid params: completion/complete needs a \"ref\" object",
+                ))
+            }
+        };
+        let argument = params.get("argument").and_then(Value::as_object);
+        let (Some(name), Some(value)) = (
+            argument.and_then(|a| a.get("name")).and_then(Value::as_str),
+            argument
+                .and_then(|a| a.get("value"))
+                .and_then(Value::as_str),
+        ) else {
+            return Err(ErrorObject::invalid_params(
+                "invalid params: completion/complete needs \"argument\" with string \"name\" \
+                 and \"value\"",
+            ));
+        };
+        let Some(complete) = self.completion.as_mut() else {
+            return Err(ErrorObject::method_not_found("completion/complete"));
+        };
+        let mut mcx = McpContext::new(
+            child_context(cx),
+            scope,
+            progress_token(params),
+            Rounds::default(),
+        );
+        let mut values = complete(&mut self.state, &reference, name, value, &mut mcx)?;
+        let (_, changes) = mcx.into_parts();
+        self.deliver(changes, cx);
+        let total = values.len();
+        let has_more = total > MAX_COMPLETIONS;
+        values.truncate(MAX_COMPLETIONS);
+        Ok(json!({ "completion": { "values": values, "total": total, "hasMore": has_more } }))
+    }
+
+    pub(super) fn set_level(&mut self, params: &Map<String, Value>) -> Result<Value, ErrorObject> {
+        let level = params.get("level").and_then(Value::as_str);
+        match level.and_then(LogLevel::from_name) {
+            Some(level) => {
+                self.session.log_level = level;
+                Ok(json!({}))
+            }
+            None => Err(ErrorObject::invalid_params(format!(
+                "invalid params: unknown log level {}; expected one of debug, info, notice, \
+                 warning, error, critical, alert, emergency",
+                params.get("level").unwrap_or(&Value::Null)
+            ))),
+        }
+    }
+}
+
+/// The inputs of this round: parsed from the request under 2026-07-28, none in the handshake
+/// era (where a call has one round and inputs are asked for live).
+pub(super) fn rounds_for(
+    scope: &Scope,
+    params: &Map<String, Value>,
+    binding: &str,
+) -> Result<Rounds, ErrorObject> {
+    if scope.modern {
+        Rounds::from_params(params, binding)
+    } else {
+        Ok(Rounds::default())
+    }
+}
+
+/// Under 2026-07-28, what overrides the handler's own answer: `input_required` while an input
+/// is missing, `-32021` when it failed for want of a client capability.
+pub(super) fn round_outcome(
+    scope: &Scope,
+    rounds: &Rounds,
+    binding: &str,
+    failed: bool,
+) -> Option<Result<Value, ErrorObject>> {
+    if !scope.modern {
+        return None;
+    }
+    if !rounds.pending.is_empty() {
+        return Some(Ok(rounds.input_required(binding)));
+    }
+    match (&rounds.missing_capability, failed) {
+        (Some(required), true) => Some(Err(ErrorObject::new(
+            era::MISSING_CLIENT_CAPABILITY,
+            "missing required client capability: the request needs a capability the client \
+             did not declare in io.modelcontextprotocol/clientCapabilities",
+        )
+        .with_data(json!({ "requiredCapabilities": required })))),
+        _ => None,
+    }
+}
+
+pub(super) fn subscription_uri(
+    params: &Map<String, Value>,
+    method: &str,
+) -> Result<String, ErrorObject> {
+    params
+        .get("uri")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .ok_or_else(|| {
+            ErrorObject::invalid_params(format!("invalid params: {method} needs a string \"uri\""))
+        })
+}
+
+/// A fresh context for the same request, so an [`McpContext`] can own one.
+pub(super) fn child_context<'b>(cx: &'b mut Context<'_>) -> Context<'b> {
+    cx.reborrow()
+}
+
+pub(super) fn progress_token(params: &Map<String, Value>) -> Option<Value> {
+    params
+        .get("_meta")
+        .and_then(|m| m.get("progressToken"))
+        .filter(|t| t.is_string() || t.is_i64() || t.is_u64())
+        .cloned()
+}
+
+/// The answer of a tool call, from what its function returned: under 2026-07-28 an
+/// `input_required` round or `-32021` may override it; an `Err` becomes an `isError` result
+/// (or a JSON-RPC error, for [`ToolError::protocol`]); a panic becomes an `isError` result.
+fn tool_answer(
+    name: &str,
+    scope: &Scope,
+    rounds: &Rounds,
+    binding: &str,
+    outcome: Result<Result<ToolResult, ToolError>, String>,
+) -> Result<Value, ErrorObject> {
+    if let Ok(returned) = &outcome {
+        if let Some(answer) = round_outcome(scope, rounds, binding, returned.is_err()) {
+            return answer;
+        }
+    }
+    match outcome {
+        Ok(Ok(result)) => Ok(result.into_value()),
+        Ok(Err(error)) => error.into_response(),
+        Err(panic) => {
+            diagnostics::line(&format!("mcpipe: the tool {name} panicked: {panic}"));
+            Ok(
+                ToolResult::error(format!("internal error: the tool {name} panicked: {panic}"))
+                    .into_value(),
+            )
+        }
+    }
+}

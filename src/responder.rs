@@ -1,0 +1,436 @@
+//! Answering a request later, from any thread: the [`Responder`] a handler takes out of its
+//! [`Context`](crate::Context), the [`CancelToken`] the holder watches, and the outbox through
+//! which other threads hand messages back to the loop.
+//!
+//! Only the loop writes stdout. A thread holding a responder never touches it: it puts an
+//! [`Event`] on a channel and wakes the loop (a `mio::Waker`), which writes the answer, routes
+//! the notification, or sends the request to the peer and routes its response back.
+
+use std::any::Any;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::error::Error;
+use crate::message::{ErrorObject, Message, Notification, Request, RequestId, Response};
+
+/// Notifications from other threads that may wait for the loop before a sender is slowed down
+/// (back-pressure: a tool that floods progress cannot grow the loop's memory without bound).
+const MAX_QUEUED_NOTIFICATIONS: usize = 4096;
+
+/// What another thread hands to the loop.
+pub(crate) enum Event {
+    /// The answer of a request the loop handed to a [`Responder`].
+    Answer {
+        id: RequestId,
+        result: Result<Value, ErrorObject>,
+    },
+    /// A notification for the peer.
+    Notify(Notification),
+    /// A request for the peer; its response goes to `reply`.
+    Request {
+        request: Request,
+        reply: Sender<Response>,
+    },
+    /// The sender of a request stopped waiting for its response: the loop forgets it and tells
+    /// the peer (with the cancel method, when there is one).
+    Forget { id: RequestId, reason: String },
+    /// Data for the handler, delivered on the loop's thread
+    /// ([`Handler::handle_post`](crate::Handler::handle_post)).
+    Post(Box<dyn Any + Send>),
+}
+
+impl fmt::Debug for Event {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Event::Answer { id, .. } => write!(f, "Answer({id})"),
+            Event::Notify(n) => write!(f, "Notify({})", n.method),
+            Event::Request { request, .. } => write!(f, "Request({})", request.method),
+            Event::Forget { id, .. } => write!(f, "Forget({id})"),
+            Event::Post(_) => write!(f, "Post"),
+        }
+    }
+}
+
+/// The sending side of the loop's event channel; cheap to clone, usable from any thread.
+#[derive(Clone)]
+pub(crate) struct Outbox {
+    tx: Sender<Event>,
+    waker: Arc<mio::Waker>,
+    /// Notifications sent and not yet taken by the loop.
+    queued: Arc<AtomicUsize>,
+    /// Ids for requests to the peer, shared with the loop so that no two collide.
+    next_id: Arc<AtomicI64>,
+    /// Set when the loop ended: nothing sent is delivered any more.
+    closed: Arc<AtomicBool>,
+}
+
+impl fmt::Debug for Outbox {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Outbox")
+            .field("queued", &self.queued.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+/// The loop's receiving side.
+#[derive(Debug)]
+pub(crate) struct Inbox {
+    rx: Receiver<Event>,
+    queued: Arc<AtomicUsize>,
+    closed: Arc<AtomicBool>,
+}
+
+/// A channel from other threads to the loop, waking `waker`'s poll on every send.
+pub(crate) fn channel(waker: mio::Waker, next_id: Arc<AtomicI64>) -> (Outbox, Inbox) {
+    let (tx, rx) = mpsc::channel();
+    let queued = Arc::new(AtomicUsize::new(0));
+    let closed = Arc::new(AtomicBool::new(false));
+    let outbox = Outbox {
+        tx,
+        waker: Arc::new(waker),
+        queued: Arc::clone(&queued),
+        next_id,
+        closed: Arc::clone(&closed),
+    };
+    (outbox, Inbox { rx, queued, closed })
+}
+
+impl Inbox {
+    /// The next event, without waiting.
+    pub(crate) fn try_next(&self) -> Option<Event> {
+        let event = self.rx.try_recv().ok()?;
+        if matches!(event, Event::Notify(_)) {
+            self.queued.fetch_sub(1, Ordering::Relaxed);
+        }
+        Some(event)
+    }
+}
+
+impl Drop for Inbox {
+    fn drop(&mut self) {
+        self.closed.store(true, Ordering::Release);
+    }
+}
+
+impl Outbox {
+    fn send(&self, event: Event) -> Result<(), Error> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::PeerGone);
+        }
+        self.tx.send(event).map_err(|_| Error::PeerGone)?;
+        // A failed wake leaves the event for the loop's next pass; nothing is lost.
+        let _ = self.waker.wake();
+        Ok(())
+    }
+
+    /// Sends a notification to the peer, waiting (briefly, repeatedly) while too many are
+    /// queued for the loop.
+    pub(crate) fn notify(&self, method: &str, params: Option<Value>) -> Result<(), Error> {
+        while self.queued.load(Ordering::Relaxed) >= MAX_QUEUED_NOTIFICATIONS {
+            if self.closed.load(Ordering::Acquire) {
+                return Err(Error::PeerGone);
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        self.queued.fetch_add(1, Ordering::Relaxed);
+        self.send(Event::Notify(Notification {
+            method: method.to_owned(),
+            params,
+        }))
+    }
+
+    /// Hands `data` to the handler on the loop's thread.
+    pub(crate) fn post(&self, data: Box<dyn Any + Send>) -> Result<(), Error> {
+        self.send(Event::Post(data))
+    }
+
+    /// Sends a request to the peer through the loop and waits for its response until
+    /// `deadline`, or until `cancel` fires. On a timeout or a cancellation the loop forgets the
+    /// request and tells the peer.
+    pub(crate) fn call(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        deadline: Instant,
+        cancel: &CancelToken,
+    ) -> Result<Value, Error> {
+        let started = Instant::now();
+        let id = RequestId::from(self.next_id.fetch_add(1, Ordering::Relaxed));
+        let (reply, answer) = mpsc::channel();
+        self.send(Event::Request {
+            request: Request {
+                id: id.clone(),
+                method: method.to_owned(),
+                params,
+            },
+            reply,
+        })?;
+        // Wake often enough to see a cancellation within a few milliseconds.
+        let tick = Duration::from_millis(5);
+        loop {
+            if let Some(why) = cancel.reason() {
+                let _ = self.send(Event::Forget {
+                    id,
+                    reason: "the request that asked was cancelled".to_owned(),
+                });
+                return Err(why);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                let _ = self.send(Event::Forget {
+                    id,
+                    reason: "no response before the deadline".to_owned(),
+                });
+                return Err(Error::Timeout {
+                    method: method.to_owned(),
+                    elapsed: started.elapsed(),
+                });
+            }
+            match answer.recv_timeout((deadline - now).min(tick)) {
+                Ok(response) => return response.result.map_err(Error::Rpc),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return Err(Error::PeerGone),
+            }
+        }
+    }
+}
+
+/// Why a token was cancelled (0 while it is not).
+const LIVE: u8 = 0;
+const BY_PEER: u8 = 1;
+const BY_SHUTDOWN: u8 = 2;
+const PEER_GONE: u8 = 3;
+
+#[derive(Debug, Default)]
+struct CancelState {
+    why: AtomicU8,
+    lock: Mutex<()>,
+    changed: Condvar,
+}
+
+/// Whether a request was cancelled, readable and awaitable from any thread. Clones share one
+/// state.
+///
+/// The loop cancels it when the peer cancels the request (`notifications/cancelled` in MCP),
+/// when a shutdown signal arrives, when the grace after end of input runs out, or when the
+/// peer goes away.
+#[derive(Debug, Clone, Default)]
+pub struct CancelToken(Arc<CancelState>);
+
+impl CancelToken {
+    /// A token that is not cancelled.
+    pub(crate) fn new() -> CancelToken {
+        CancelToken::default()
+    }
+
+    /// Whether the work should stop.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.why.load(Ordering::Acquire) != LIVE
+    }
+
+    /// Why the work should stop, as the error a handler returns: [`Error::Cancelled`] (the
+    /// peer cancelled it), [`Error::Shutdown`] or [`Error::PeerGone`]; `None` while it may go on.
+    pub fn reason(&self) -> Option<Error> {
+        match self.0.why.load(Ordering::Acquire) {
+            LIVE => None,
+            BY_PEER => Some(Error::Cancelled),
+            BY_SHUTDOWN => Some(Error::Shutdown),
+            _ => Some(Error::PeerGone),
+        }
+    }
+
+    /// Sleeps until `deadline` or until the token is cancelled, whichever comes first; wakes at
+    /// once on cancellation.
+    ///
+    /// # Errors
+    /// The cancellation's [`reason`](CancelToken::reason), when it was cancelled.
+    pub fn sleep_until(&self, deadline: Instant) -> Result<(), Error> {
+        let mut guard = self
+            .0
+            .lock
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        loop {
+            if let Some(why) = self.reason() {
+                return Err(why);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(());
+            }
+            guard = match self.0.changed.wait_timeout(guard, deadline - now) {
+                Ok((guard, _)) => guard,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+        }
+    }
+
+    /// Cancels because the peer asked to; the first reason given sticks.
+    pub(crate) fn cancel_by_peer(&self) {
+        self.cancel(BY_PEER);
+    }
+
+    /// Cancels because the server is stopping.
+    pub(crate) fn cancel_for_shutdown(&self) {
+        self.cancel(BY_SHUTDOWN);
+    }
+
+    /// Cancels because nobody reads the answers any more.
+    pub(crate) fn cancel_peer_gone(&self) {
+        self.cancel(PEER_GONE);
+    }
+
+    /// Whether the peer (not a shutdown) cancelled it.
+    pub(crate) fn cancelled_by_peer(&self) -> bool {
+        self.0.why.load(Ordering::Acquire) == BY_PEER
+    }
+
+    fn cancel(&self, why: u8) {
+        let _ = self
+            .0
+            .why
+            .compare_exchange(LIVE, why, Ordering::AcqRel, Ordering::Acquire);
+        let _guard = self
+            .0
+            .lock
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        self.0.changed.notify_all();
+    }
+}
+
+/// The answer of one request, to be given later from any thread
+/// ([`Context::responder`](crate::Context::responder)).
+///
+/// The loop keeps serving meanwhile. [`respond`](Responder::respond) hands the answer to the
+/// loop, which writes it unless the peer cancelled the request (then it is dropped, as MCP
+/// asks). A responder dropped without answering answers `-32603` itself, so a request is never
+/// lost silently (a worker that panics still answers).
+///
+/// # Example
+/// ```
+/// use mcpipe::{Context, ErrorObject, Handler, Request};
+/// use serde_json::{json, Value};
+///
+/// struct Slow;
+/// impl Handler for Slow {
+///     fn handle_request(&mut self, req: Request, cx: &mut Context<'_>) -> Result<Value, ErrorObject> {
+///         let Some(responder) = cx.responder() else {
+///             return Err(ErrorObject::internal("not a request"));
+///         };
+///         std::thread::spawn(move || {
+///             let cancel = responder.cancel_token();
+///             let deadline = std::time::Instant::now() + std::time::Duration::from_millis(500);
+///             match cancel.sleep_until(deadline) {
+///                 Ok(()) => responder.respond(Ok(json!({ "slept": req.method }))),
+///                 Err(_) => drop(responder), // cancelled: the loop sends nothing for it
+///             }
+///         });
+///         Ok(Value::Null) // ignored: the responder answers
+///     }
+/// }
+/// ```
+#[derive(Debug)]
+pub struct Responder {
+    id: RequestId,
+    outbox: Outbox,
+    cancel: CancelToken,
+    answered: bool,
+}
+
+impl Responder {
+    pub(crate) fn new(id: RequestId, outbox: Outbox, cancel: CancelToken) -> Responder {
+        Responder {
+            id,
+            outbox,
+            cancel,
+            answered: false,
+        }
+    }
+
+    /// The id of the request this answers.
+    pub fn id(&self) -> &RequestId {
+        &self.id
+    }
+
+    /// Answers the request: `Ok` becomes a result response, `Err` an error response. Nothing is
+    /// sent when the peer cancelled the request or is gone.
+    pub fn respond(mut self, result: Result<Value, ErrorObject>) {
+        self.answered = true;
+        let _ = self.outbox.send(Event::Answer {
+            id: self.id.clone(),
+            result,
+        });
+    }
+
+    /// Whether the request was cancelled (by the peer, a shutdown, or the peer going away).
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+
+    /// The request's cancellation, to watch or wait on from anywhere.
+    pub fn cancel_token(&self) -> CancelToken {
+        self.cancel.clone()
+    }
+
+    /// Sends a notification to the peer (through the loop) now, before the answer.
+    ///
+    /// # Errors
+    /// [`Error::PeerGone`] when the loop has ended.
+    pub fn notify(&self, method: &str, params: Option<Value>) -> Result<(), Error> {
+        self.outbox.notify(method, params)
+    }
+
+    /// Sends a request to the peer (through the loop) and waits up to `timeout` for its result;
+    /// gives up early when this request is cancelled. On a timeout the peer is told the
+    /// request is cancelled (when the handler has a cancel method) and a late answer is dropped.
+    ///
+    /// # Errors
+    /// [`Error::Rpc`] when the peer answered with an error, [`Error::Timeout`], the
+    /// cancellation's [`reason`](CancelToken::reason), [`Error::PeerGone`].
+    pub fn call(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        timeout: Duration,
+    ) -> Result<Value, Error> {
+        self.outbox
+            .call(method, params, Instant::now() + timeout, &self.cancel)
+    }
+
+    /// Hands `data` to the handler on the loop's thread
+    /// ([`Handler::handle_post`](crate::Handler::handle_post)), before the answer: the way work
+    /// done elsewhere updates state that only the loop owns.
+    ///
+    /// # Errors
+    /// [`Error::PeerGone`] when the loop has ended.
+    pub fn post(&self, data: Box<dyn Any + Send>) -> Result<(), Error> {
+        self.outbox.post(data)
+    }
+}
+
+impl Drop for Responder {
+    fn drop(&mut self) {
+        if !self.answered {
+            let _ = self.outbox.send(Event::Answer {
+                id: self.id.clone(),
+                result: Err(ErrorObject::internal(
+                    "internal error: the request was dropped without an answer",
+                )),
+            });
+        }
+    }
+}
+
+/// Builds the response message for an answer.
+pub(crate) fn answer_message(id: RequestId, result: Result<Value, ErrorObject>) -> Message {
+    Message::Response(Response {
+        id: Some(id),
+        result,
+    })
+}

@@ -1,0 +1,311 @@
+//! Slow tools next to fast ones: `mcpipe demo`'s `sleep` and `run` run on the worker pool, so
+//! nothing waits behind them; cancellation, shutdown and read-ahead keep their guarantees.
+//! Every wait has a deadline (tests/util), and bounds are generous: exact figures are for the
+//! benchmarks.
+
+mod util;
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use util::mcp::{text, Proc};
+use util::watchdog;
+
+fn ready() -> Proc {
+    let mut demo = Proc::demo(&["--allow-run"]);
+    demo.initialize();
+    demo
+}
+
+/// The peak resident set of a process, from /proc (kB).
+fn peak_rss_kb(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM in /proc/PID/status")
+}
+
+#[test]
+fn an_echo_behind_a_long_sleep_is_answered_at_once() {
+    let _w = watchdog("echo_behind_sleep", Duration::from_secs(60));
+    let mut demo = ready();
+    let started = Instant::now();
+    demo.call(1, "sleep", json!({ "ms": 1500 }));
+    demo.call(2, "echo", json!({ "text": "not waiting" }));
+    let echo = demo.result(2);
+    let took = started.elapsed();
+    assert_eq!(text(&echo), "not waiting");
+    assert!(took < Duration::from_millis(200), "echo took {took:?}");
+    assert_eq!(text(&demo.result(1)), "slept 1500 ms");
+}
+
+#[test]
+fn twenty_one_second_sleeps_in_one_write_all_end_within_three_seconds() {
+    let _w = watchdog("twenty_sleeps", Duration::from_secs(60));
+    let mut demo = ready();
+    let mut burst = Vec::new();
+    for id in 1..=20 {
+        let line = json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call",
+                           "params": { "name": "sleep", "arguments": { "ms": 1000 } } });
+        burst.extend(serde_json::to_vec(&line).unwrap());
+        burst.push(b'\n');
+    }
+    let started = Instant::now();
+    demo.write_raw(&burst);
+    let mut answered = std::collections::BTreeSet::new();
+    while answered.len() < 20 {
+        let msg = demo.next();
+        if let Some(id) = msg.get("id").and_then(|v| v.as_i64()) {
+            assert_eq!(text(&msg["result"]), "slept 1000 ms");
+            assert!(answered.insert(id), "id {id} answered twice");
+        }
+    }
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(3),
+        "20 concurrent sleeps took {took:?}"
+    );
+}
+
+#[test]
+fn a_cancelled_concurrent_sleep_is_not_answered_and_the_others_finish() {
+    let _w = watchdog("cancel_concurrent", Duration::from_secs(60));
+    let mut demo = ready();
+    demo.call(1, "sleep", json!({ "ms": 30_000 }));
+    demo.call(2, "sleep", json!({ "ms": 300 }));
+    std::thread::sleep(Duration::from_millis(100));
+    demo.cancel(1);
+    demo.request(3, "ping", json!({}));
+    // Only 2 and 3 are answered; 1 never is (its answer would come first if it were, as the
+    // sleep ends at once on cancellation).
+    let mut ids = Vec::new();
+    while ids.len() < 2 {
+        let msg = demo.next();
+        if let Some(id) = msg.get("id").and_then(|v| v.as_i64()) {
+            ids.push(id);
+        }
+    }
+    ids.sort_unstable();
+    assert_eq!(ids, [2, 3]);
+    assert!(demo.next_within(Duration::from_millis(300)).is_none());
+}
+
+#[test]
+fn progress_of_a_concurrent_call_comes_before_its_answer() {
+    let _w = watchdog("progress_concurrent", Duration::from_secs(60));
+    let mut demo = ready();
+    demo.request(
+        1,
+        "tools/call",
+        json!({ "name": "sleep", "arguments": { "ms": 350 }, "_meta": { "progressToken": "p" } }),
+    );
+    let (before, answer) = demo.until_response(1);
+    assert_eq!(text(&answer["result"]), "slept 350 ms");
+    let progress: Vec<f64> = before
+        .iter()
+        .filter(|m| m["method"] == "notifications/progress")
+        .map(|m| m["params"]["progress"].as_f64().unwrap())
+        .collect();
+    assert!(progress.len() >= 2, "progress: {before:?}");
+    assert!(progress.windows(2).all(|w| w[0] < w[1]), "{progress:?}");
+}
+
+#[test]
+fn end_of_input_waits_for_running_calls_and_answers_them() {
+    let _w = watchdog("eof_waits", Duration::from_secs(60));
+    let mut demo = ready();
+    demo.call(1, "sleep", json!({ "ms": 400 }));
+    demo.call(2, "sleep", json!({ "ms": 200 }));
+    demo.close_stdin();
+    let mut ids = vec![
+        demo.next()["id"].as_i64().unwrap(),
+        demo.next()["id"].as_i64().unwrap(),
+    ];
+    ids.sort_unstable();
+    assert_eq!(ids, [1, 2]);
+    assert_eq!(demo.wait_exit(), Some(0));
+}
+
+#[test]
+fn sigterm_with_calls_in_flight_answers_each_and_exits_within_a_second() {
+    let _w = watchdog("sigterm_in_flight", Duration::from_secs(60));
+    let mut demo = ready();
+    for id in 1..=10 {
+        demo.call(id, "sleep", json!({ "ms": 60_000 }));
+    }
+    // They are running (the echo behind them was answered, so they were all dispatched).
+    demo.call(99, "echo", json!({ "text": "x" }));
+    demo.result(99);
+    let started = Instant::now();
+    demo.signal("TERM");
+    assert_eq!(demo.wait_exit(), Some(0));
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(1), "exit took {took:?}");
+    let mut answered = Vec::new();
+    while let Some(msg) = demo.next_within(Duration::from_millis(200)) {
+        if let Some(id) = msg.get("id").and_then(|v| v.as_i64()) {
+            answered.push(id);
+        }
+    }
+    answered.sort_unstable();
+    assert_eq!(
+        answered,
+        (1..=10).collect::<Vec<_>>(),
+        "every owed answer is written"
+    );
+}
+
+#[test]
+fn large_echoes_behind_a_slow_call_are_answered_with_flat_memory() {
+    let _w = watchdog("large_echoes", Duration::from_secs(120));
+    let mut demo = ready();
+    demo.call(1, "sleep", json!({ "ms": 4000 }));
+    let text_4mib = "x".repeat(4 << 20);
+    // Writes and reads interleaved (a reader thread drains stdout), as a client does.
+    for id in 2..42 {
+        demo.call(id, "echo", json!({ "text": text_4mib }));
+    }
+    // Answers come in any order (the sleep's may come between echoes): collect them all.
+    let mut answered = std::collections::BTreeMap::new();
+    while answered.len() < 41 {
+        let msg = demo.next();
+        if let Some(id) = msg.get("id").and_then(|v| v.as_i64()) {
+            answered.insert(id, msg);
+        }
+    }
+    for id in 2..42 {
+        assert_eq!(text(&answered[&id]["result"]).len(), 4 << 20);
+    }
+    assert_eq!(text(&answered[&1]["result"]), "slept 4000 ms");
+    let peak = peak_rss_kb(demo.pid());
+    assert!(peak < 128 * 1024, "peak RSS {peak} kB");
+}
+
+#[test]
+fn a_flood_of_unknown_cancellations_and_bad_lines_does_not_delay_a_ping() {
+    let _w = watchdog("cancel_flood", Duration::from_secs(60));
+    let mut demo = ready();
+    let mut flood = Vec::new();
+    for i in 0..10_000 {
+        let line = json!({ "jsonrpc": "2.0", "method": "notifications/cancelled",
+                           "params": { "requestId": 1_000_000 + i } });
+        flood.extend(serde_json::to_vec(&line).unwrap());
+        flood.push(b'\n');
+        if i % 5 == 0 {
+            flood.extend_from_slice(b"{not json\n");
+        }
+    }
+    flood.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"ping\"}\n");
+    let started = Instant::now();
+    demo.write_raw(&flood);
+    let mut errors = 0;
+    loop {
+        let msg = demo.next();
+        if msg["id"] == json!(7) {
+            break;
+        }
+        assert_eq!(msg["error"]["code"], json!(-32700), "unexpected: {msg}");
+        errors += 1;
+    }
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(2), "ping took {took:?}");
+    assert_eq!(errors, 2000);
+    assert!(demo.next_within(Duration::from_millis(200)).is_none());
+    let peak = peak_rss_kb(demo.pid());
+    assert!(peak < 64 * 1024, "peak RSS {peak} kB");
+}
+
+/// An in-process MCP server with a concurrent tool that panics on demand, served over pipes
+/// on a thread of this test; returns the thread's handle.
+fn in_process_server(
+    input: std::io::PipeReader,
+    output: std::io::PipeWriter,
+) -> std::thread::JoinHandle<()> {
+    use mcpipe::{McpServer, Server, Tool, ToolResult};
+    use std::os::fd::AsFd;
+    std::thread::spawn(move || {
+        let mut server = McpServer::new("pool-test", "0", ())
+            .workers(2)
+            .concurrent_tool(Tool::new("boom", "Panics"), |_args, _cx| {
+                panic!("a concurrent tool panics on purpose")
+            })
+            .concurrent_tool(
+                Tool::new("nap", "Sleeps ms").arg("ms", "integer", "How long"),
+                |args, cx| {
+                    let ms = args.integer("ms")?.max(0) as u64;
+                    cx.sleep(Duration::from_millis(ms))?;
+                    Ok(ToolResult::text(format!("napped {ms}")))
+                },
+            );
+        let outcome = Server::new()
+            .handle_signals(false)
+            .log_bad_input(false)
+            .idle_timeout(None)
+            .serve(input.as_fd(), output.as_fd(), &mut server);
+        assert!(outcome.is_ok(), "{outcome:?}");
+    })
+}
+
+/// Worker-pool threads of this test process (named `mcpipe-worker-N`), from /proc. (Only this
+/// test runs a pool in this process: the others drive `mcpipe demo` processes.)
+fn worker_threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .flatten()
+        .filter(|task| {
+            std::fs::read_to_string(task.path().join("comm"))
+                .is_ok_and(|name| name.starts_with("mcpipe-worker"))
+        })
+        .count()
+}
+
+#[test]
+fn a_panicking_concurrent_tool_is_an_error_result_and_the_pool_goes_on_and_ends_with_the_server() {
+    use std::io::Write;
+    let _w = watchdog("worker_panic", Duration::from_secs(60));
+    let (in_r, mut in_w) = std::io::pipe().unwrap();
+    let (out_r, out_w) = std::io::pipe().unwrap();
+    let server = in_process_server(in_r, out_w);
+    let lines = util::line_channel(out_r);
+    let mut send = |v: serde_json::Value| {
+        in_w.write_all(format!("{v}\n").as_bytes()).unwrap();
+    };
+    send(
+        json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
+        "protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}),
+    );
+    assert!(util::recv_json(&lines)["result"].is_object());
+    // More panics than threads: each is an isError result, and the two threads survive them.
+    for id in 1..=5 {
+        send(json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":"boom"}}));
+    }
+    for _ in 1..=5 {
+        let answer = util::recv_json(&lines);
+        assert_eq!(answer["result"]["isError"], true, "{answer}");
+    }
+    // Two naps in parallel on the same two threads: both done in about one nap.
+    let started = Instant::now();
+    for id in 6..=7 {
+        send(json!({"jsonrpc":"2.0","id":id,"method":"tools/call",
+                    "params":{"name":"nap","arguments":{"ms":300}}}));
+    }
+    for _ in 6..=7 {
+        assert_eq!(text(&util::recv_json(&lines)["result"]), "napped 300");
+    }
+    assert!(
+        started.elapsed() < Duration::from_millis(550),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        worker_threads(),
+        2,
+        "the pool kept its two threads through five panics"
+    );
+    // End of input: the loop ends, the server (and its pool) is dropped, its threads joined.
+    drop(in_w);
+    server.join().unwrap();
+    assert_eq!(worker_threads(), 0, "no worker thread outlives the server");
+}

@@ -1,0 +1,275 @@
+//! Answering later, from any thread: a raw [`Handler`] takes a [`Responder`], the loop keeps
+//! serving, and the answer is written when it arrives. In-process servers over pipes, each
+//! test under a watchdog.
+
+mod util;
+
+use std::io::Write;
+use std::os::fd::AsFd;
+use std::sync::mpsc::{self, Receiver};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use mcpipe::{Context, ErrorObject, Handler, Outcome, Request, Responder, Server};
+use serde_json::{json, Value};
+use util::{line_channel, recv_json, request, watchdog};
+
+/// Methods: `later {ms}` answers from a thread after `ms` (cancellable), `drop` lets its
+/// responder go unanswered, `post` posts to the loop then answers, `ask` asks the peer
+/// `question` and answers with the peer's result, `never` keeps its responder until cancelled,
+/// `block {ms}` sleeps on the loop's own thread; anything else is answered at once.
+#[derive(Default)]
+struct Deferring {
+    posts: Vec<String>,
+    kept: Vec<Responder>,
+}
+
+impl Handler for Deferring {
+    fn handle_request(&mut self, req: Request, cx: &mut Context<'_>) -> Result<Value, ErrorObject> {
+        let params = req.params.clone().unwrap_or(json!({}));
+        let method = req.method.as_str();
+        if method == "block" {
+            // Holds the loop (a slow handler on the loop's thread), reading ahead meanwhile.
+            let ms = params["ms"].as_u64().unwrap_or(0);
+            return match cx.sleep(Duration::from_millis(ms)) {
+                Ok(()) => Ok(json!({ "blocked": ms })),
+                Err(e) => Err(ErrorObject::internal(e.to_string())),
+            };
+        }
+        if !matches!(method, "later" | "drop" | "post" | "ask" | "never") {
+            return Ok(json!({ "now": method, "posts": self.posts.len() }));
+        }
+        let responder = cx.responder().expect("a request has a responder");
+        assert!(cx.responder().is_none(), "the answer is taken once");
+        match method {
+            "later" => {
+                let ms = params["ms"].as_u64().unwrap_or(0);
+                thread::spawn(move || {
+                    let token = responder.cancel_token();
+                    let deadline = Instant::now() + Duration::from_millis(ms);
+                    match token.sleep_until(deadline) {
+                        Ok(()) => responder.respond(Ok(json!({ "slept": ms }))),
+                        // Cancelled: say so where the test can see it, then answer anyway (the
+                        // loop must drop the answer of a cancelled request).
+                        Err(e) => {
+                            let _ = responder.notify("test/saw-cancel", Some(json!(e.to_string())));
+                            responder.respond(Ok(json!("too late")));
+                        }
+                    }
+                });
+            }
+            "drop" => {
+                thread::spawn(move || drop(responder));
+            }
+            "post" => {
+                thread::spawn(move || {
+                    responder
+                        .post(Box::new("from a thread".to_owned()))
+                        .unwrap();
+                    responder.respond(Ok(json!("posted")));
+                });
+            }
+            "ask" => {
+                thread::spawn(move || {
+                    let answer = responder.call("question", None, Duration::from_secs(5));
+                    responder.respond(answer.map_err(|e| ErrorObject::internal(e.to_string())));
+                });
+            }
+            _ => self.kept.push(responder),
+        }
+        Ok(Value::Null)
+    }
+
+    fn handle_post(&mut self, data: Box<dyn std::any::Any + Send>, _cx: &mut Context<'_>) {
+        self.posts.push(*data.downcast::<String>().unwrap());
+    }
+
+    fn cancel_method(&self) -> Option<&str> {
+        Some("cancel")
+    }
+}
+
+struct Running {
+    input: Option<std::io::PipeWriter>,
+    output: Receiver<Vec<u8>>,
+    done: Receiver<Result<Outcome, mcpipe::Error>>,
+}
+
+fn start(server: Server) -> Running {
+    let (in_r, in_w) = std::io::pipe().unwrap();
+    let (out_r, out_w) = std::io::pipe().unwrap();
+    let (tx, done) = mpsc::channel();
+    thread::spawn(move || {
+        let mut handler = Deferring::default();
+        let outcome = server.serve(in_r.as_fd(), out_w.as_fd(), &mut handler);
+        drop(out_w);
+        let _ = tx.send(outcome);
+    });
+    Running {
+        input: Some(in_w),
+        output: line_channel(out_r),
+        done,
+    }
+}
+
+impl Running {
+    fn send(&mut self, bytes: &[u8]) {
+        self.input.as_mut().unwrap().write_all(bytes).unwrap();
+    }
+    fn recv(&self) -> Value {
+        recv_json(&self.output)
+    }
+}
+
+fn server() -> Server {
+    util::test_server()
+}
+
+#[test]
+fn a_later_answer_does_not_hold_up_the_next_request() {
+    let _w = watchdog("later_answer", Duration::from_secs(30));
+    let mut s = start(server());
+    let started = Instant::now();
+    s.send(&request(1, "later", json!({ "ms": 300 })));
+    s.send(&request(2, "quick", json!({})));
+    let first = s.recv();
+    assert_eq!(first["id"], 2, "the quick one first: {first}");
+    assert!(started.elapsed() < Duration::from_millis(250));
+    let second = s.recv();
+    assert_eq!(
+        second,
+        json!({ "jsonrpc": "2.0", "id": 1, "result": { "slept": 300 } })
+    );
+}
+
+#[test]
+fn a_responder_dropped_unanswered_answers_internal_error() {
+    let _w = watchdog("dropped_responder", Duration::from_secs(30));
+    let mut s = start(server());
+    s.send(&request("d", "drop", json!({})));
+    let answer = s.recv();
+    assert_eq!(answer["id"], "d");
+    assert_eq!(answer["error"]["code"], -32603, "{answer}");
+}
+
+#[test]
+fn a_cancelled_later_request_wakes_its_holder_and_gets_no_answer() {
+    let _w = watchdog("cancel_later", Duration::from_secs(30));
+    let mut s = start(server());
+    s.send(&request(1, "later", json!({ "ms": 60_000 })));
+    s.send(&request(2, "quick", json!({})));
+    assert_eq!(s.recv()["id"], 2);
+    let cancelled = Instant::now();
+    s.send(b"{\"jsonrpc\":\"2.0\",\"method\":\"cancel\",\"params\":{\"requestId\":1}}\n");
+    let saw = s.recv();
+    assert_eq!(saw["method"], "test/saw-cancel", "{saw}");
+    assert!(cancelled.elapsed() < Duration::from_millis(500));
+    // The answer it gave after the cancellation is not sent: the next line is the ping's.
+    s.send(&request(3, "ping", json!({})));
+    assert_eq!(s.recv()["id"], 3);
+}
+
+#[test]
+fn posts_reach_the_handler_on_the_loop_before_the_answer() {
+    let _w = watchdog("posts", Duration::from_secs(30));
+    let mut s = start(server());
+    s.send(&request(1, "post", json!({})));
+    assert_eq!(s.recv()["result"], "posted");
+    s.send(&request(2, "count", json!({})));
+    assert_eq!(s.recv()["result"]["posts"], 1);
+}
+
+#[test]
+fn a_thread_can_ask_the_peer_through_the_loop() {
+    let _w = watchdog("ask", Duration::from_secs(30));
+    let mut s = start(server());
+    s.send(&request(1, "ask", json!({})));
+    let question = s.recv();
+    assert_eq!(question["method"], "question");
+    let id = question["id"].clone();
+    // The loop keeps serving while the thread waits.
+    s.send(&request(2, "quick", json!({})));
+    assert_eq!(s.recv()["id"], 2);
+    let reply = json!({ "jsonrpc": "2.0", "id": id, "result": { "answer": 42 } });
+    s.send(format!("{reply}\n").as_bytes());
+    assert_eq!(s.recv()["result"], json!({ "answer": 42 }));
+}
+
+#[test]
+fn end_of_input_awaits_owed_answers_then_answers_for_stuck_ones() {
+    let _w = watchdog("eof_owed", Duration::from_secs(30));
+    let mut s = start(server().shutdown_grace(Duration::from_millis(300)));
+    s.send(&request(1, "later", json!({ "ms": 100 })));
+    s.send(&request(2, "never", json!({})));
+    s.input = None;
+    assert_eq!(s.recv()["id"], 1);
+    // `never` keeps its responder and ignores the cancellation: after the grace and the
+    // cancellation's half second, the loop answers for it.
+    let stuck = s.recv();
+    assert_eq!(stuck["id"], 2);
+    assert_eq!(stuck["error"]["code"], -32603, "{stuck}");
+    let outcome = s.done.recv_timeout(util::BOUND).unwrap().unwrap();
+    assert_eq!(outcome, Outcome::Eof);
+}
+
+#[test]
+fn at_the_in_flight_bound_new_requests_wait_for_a_free_slot() {
+    let _w = watchdog("in_flight", Duration::from_secs(30));
+    let mut s = start(server().max_in_flight(2));
+    s.send(&request(1, "later", json!({ "ms": 300 })));
+    s.send(&request(2, "later", json!({ "ms": 300 })));
+    s.send(&request(3, "quick", json!({})));
+    // 3 waits until one of the two frees a slot.
+    let first = s.recv();
+    assert_ne!(
+        first["id"], 3,
+        "the third request started before a slot was free"
+    );
+    let ids: Vec<Value> = (0..2).map(|_| s.recv()["id"].clone()).collect();
+    assert!(ids.contains(&json!(3)));
+}
+
+#[test]
+fn a_cancellation_behind_the_in_flight_bound_is_still_honoured() {
+    let _w = watchdog("cancel_saturated", Duration::from_secs(30));
+    let mut s = start(server().max_in_flight(1));
+    s.send(&request(1, "later", json!({ "ms": 60_000 })));
+    s.send(&request(2, "quick", json!({})));
+    // Sent once 1 is running (a cancellation read together with its request drops the request
+    // before it starts, which is another test's case).
+    thread::sleep(Duration::from_millis(100));
+    s.send(b"{\"jsonrpc\":\"2.0\",\"method\":\"cancel\",\"params\":{\"requestId\":1}}\n");
+    // Read ahead while saturated: the cancellation frees the slot, and 2 is served.
+    let saw = s.recv();
+    assert_eq!(saw["method"], "test/saw-cancel", "{saw}");
+    assert_eq!(s.recv()["id"], 2);
+}
+
+#[test]
+fn a_request_queued_behind_a_handler_holding_the_loop_is_dropped_when_cancelled() {
+    let _w = watchdog("queued_cancel", Duration::from_secs(30));
+    let mut s = start(server());
+    s.send(&request(1, "block", json!({ "ms": 300 })));
+    s.send(&request(2, "quick", json!({})));
+    s.send(b"{\"jsonrpc\":\"2.0\",\"method\":\"cancel\",\"params\":{\"requestId\":2}}\n");
+    s.send(&request(3, "ping", json!({})));
+    assert_eq!(s.recv()["id"], 1);
+    let next = s.recv();
+    assert_eq!(
+        next["id"], 3,
+        "the cancelled request must get no response: {next}"
+    );
+}
+
+#[test]
+fn a_second_request_with_the_id_of_one_in_flight_is_refused_and_both_are_answered() {
+    let _w = watchdog("duplicate_id", Duration::from_secs(30));
+    let mut s = start(server());
+    s.send(&request(5, "later", json!({ "ms": 200 })));
+    s.send(&request(5, "quick", json!({})));
+    let refused = s.recv();
+    assert_eq!(refused["id"], 5);
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    let answered = s.recv();
+    assert_eq!(answered["result"], json!({ "slept": 200 }), "{answered}");
+}
