@@ -1,6 +1,6 @@
-//! The IO thread of a [`SharedClient`](super::SharedClient): it owns the [`Client`], obeys the callers' commands,
-//! delivers answers and progress to the calls waiting for them (the session keeps their
-//! deadlines), and sleeps in the server's poll between events.
+//! The IO thread of a [`SharedClient`](super::SharedClient): it owns the [`Client`], obeys
+//! the callers' commands, delivers answers and progress to the calls waiting for them (the
+//! session keeps their deadlines), and sleeps in the server's poll between events.
 
 use std::ops::ControlFlow;
 use std::sync::mpsc::{Receiver, Sender, TryRecvError};

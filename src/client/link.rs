@@ -179,7 +179,8 @@ pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// One request in flight on a [`SharedClient`](super::SharedClient): wait for its answer, or cancel it.
+/// One request in flight on a [`SharedClient`](super::SharedClient): wait for its answer, or
+/// cancel it.
 ///
 /// Dropping a call that has not finished cancels it.
 #[derive(Debug)]

@@ -46,7 +46,8 @@ pub struct ClientStats {
     pub notifications_dropped: u64,
     /// Heartbeat pings sent.
     pub heartbeats: u64,
-    /// Times the server was started again (by a retry or [`Client::restart`](super::Client::restart)).
+    /// Times the server was started again (by a retry or
+    /// [`Client::restart`](super::Client::restart)).
     pub restarts: u64,
 }
 
