@@ -171,9 +171,32 @@ MCP_STREAMS = {
     "modern": line({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": MODERN_META}}) + b"\n" + line({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "m"}, "_meta": MODERN_META}}) + b"\n" + line({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {}}) + b"\n",
     "logging-progress": INIT + line({"jsonrpc": "2.0", "id": 1, "method": "logging/setLevel", "params": {"level": "debug"}}) + b"\n" + line({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "p"}, "_meta": {"progressToken": "t"}}}) + b"\n",
     "bad-lines": b"\n".join(v for k, v in LINES.items() if k.startswith("bad-")) + b"\n" + INIT + call(1, "echo", {"text": "after"}),
+    "concurrent": INIT + INITIALIZED + call(1, "nap", {"ms": 3}) + call(2, "echo", {"text": "fast"}) + call(3, "nap", {}) + call(4, "cpanic", {}) + call(5, "nap", {"ms": 1}),
+    "concurrent-cancel": INIT + call(1, "nap", {"ms": 3}) + call(2, "nap", {"ms": 2}) + line({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}) + b"\n" + line({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "nap", "arguments": {}, "_meta": {"progressToken": 9}}}) + b"\n",
+    "concurrent-modern": line({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "nap", "arguments": {"ms": 1}, "_meta": MODERN_META}}) + b"\n" + line({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "cpanic", "arguments": {}, "_meta": MODERN_META}}) + b"\n",
 }
 for name, data in MCP_STREAMS.items():
     write("server_loop_mcp", name, data)
+
+# server_session: a limit byte (64 + 4 x byte), two piece-size bytes (1 + byte), the stream.
+def req(i, method, params=None):
+    m = {"jsonrpc": "2.0", "id": i, "method": method}
+    if params is not None:
+        m["params"] = params
+    return line(m) + b"\n"
+def cancel(i):
+    return line({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": i}}) + b"\n"
+SESSION_STREAMS = {
+    "later-and-now": req(1, "later", {"a": 1}) + req(2, "echo", {"b": 2}) + req(3, "later", "drop") + req(4, "echo") + req(5, "echo"),
+    "cancel-later": req(1, "later", {"x": 1}) + cancel(1) + req(2, "echo", {}),
+    "cancel-slow": req("s", "slow", {}) + cancel("s") + req(2, "echo", {}),
+    "cancel-queued": req(1, "echo", {}) + req(2, "echo", {}) + cancel(2) + req(3, "later", [1]),
+    "bad-and-batch": b"{oops\n" + b"[" + line({"jsonrpc": "2.0", "id": 7, "method": "later", "params": {}}) + b"," + line({"jsonrpc": "2.0", "id": 8, "method": "echo"}) + b"]\n" + b"[]\n" + req(9, "echo", {}),
+    "response-and-unknown-cancel": line({"jsonrpc": "2.0", "id": 40, "result": {}}) + b"\n" + cancel(99) + req(1, "later", {}),
+}
+for name, data in SESSION_STREAMS.items():
+    write("server_session", name, bytes([60, 0, 6]) + data)
+    write("server_session", name + "-bytewise", bytes([60, 0, 0]) + data)
 
 # client_responses: a mode byte (bit 0: the server waits for stdin to close; bit 1: modern
 # era), then the server's output. The client's first request has id 1.

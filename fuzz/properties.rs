@@ -19,6 +19,11 @@ use mcpipe::{
 };
 use serde_json::{Map, Value};
 
+#[path = "session_properties.rs"]
+mod session_properties;
+#[allow(unused_imports)] // Only the replay test and the `server_session` target use it.
+pub(crate) use session_properties::server_session;
+
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
 // ---------------------------------------------------------------------------------------------
@@ -563,7 +568,8 @@ pub(crate) fn run_loop_built<H: Handler + 'static>(
 // server_loop_mcp: the loop with the MCP layer
 // ---------------------------------------------------------------------------------------------
 
-/// An MCP server like the demo, minus anything slow: tools `echo`, `fail` and `panic`, a
+/// An MCP server like the demo, minus anything slow: tools `echo`, `fail` and `panic` on the
+/// loop's thread, `nap` (sleeps up to 3 ms, with progress) and `cpanic` on the worker pool, a
 /// resource and a prompt.
 fn mcp_server() -> mcpipe::McpServer<u64> {
     use mcpipe::{
@@ -581,6 +587,19 @@ fn mcp_server() -> mcpipe::McpServer<u64> {
             Err("failed on purpose".into())
         })
         .tool(Tool::new("panic", "panic"), |_, _, _| {
+            panic!("the fuzz tool panics on purpose")
+        })
+        // Concurrent tools: answered later, from the worker pool (a responder), in any order.
+        .concurrent_tool(
+            Tool::new("nap", "nap").optional_arg("ms", "integer", "ms"),
+            |args, cx| {
+                let ms = args.integer_or("ms", 0)?.clamp(0, 3) as u64;
+                cx.progress(0.5, None, None)?;
+                cx.sleep(std::time::Duration::from_millis(ms))?;
+                Ok(ToolResult::text("napped"))
+            },
+        )
+        .concurrent_tool(Tool::new("cpanic", "cpanic"), |_, _| {
             panic!("the fuzz tool panics on purpose")
         })
         .resource(Resource::new("fuzz://readme", "readme"), |_, uri, _cx| {

@@ -13,7 +13,7 @@ use crate::child::ChildOutput;
 use crate::connection::Connection;
 use crate::error::{Error, Outcome};
 use crate::message::{ErrorObject, Message, Notification, Request, RequestId, Response};
-use crate::responder::{CancelToken, Responder};
+use crate::responder::{CancelToken, LoopHandle, Responder};
 use crate::stats::Stats;
 
 /// What a server does with the messages it receives.
@@ -53,6 +53,13 @@ pub trait Handler {
     /// responder arrive in order, and before its answer is written.
     fn handle_post(&mut self, data: Box<dyn Any + Send>, cx: &mut Context<'_>) {
         let _ = (data, cx);
+    }
+
+    /// Told, on the loop's thread, that the peer cancelled `request`, whose answer a
+    /// [`Responder`] owes (its holder sees it too, and its answer will not be sent): the place
+    /// to stop work the handler keeps track of itself, or to pass the cancellation on.
+    fn handle_cancelled(&mut self, request: RequestId, cx: &mut Context<'_>) {
+        let _ = (request, cx);
     }
 
     /// Runs once after each quiet period of the server's idle timeout: the place to evict
@@ -147,7 +154,7 @@ impl<'a> Context<'a> {
         method: &str,
         params: Option<Value>,
     ) -> Result<RequestId, Error> {
-        let id = RequestId::from(self.conn.next_request_id());
+        let id = RequestId::from(self.conn.session.next_request_id());
         self.send(&Message::Request(Request {
             id: id.clone(),
             method: method.to_owned(),
@@ -161,12 +168,12 @@ impl<'a> Context<'a> {
     /// # Errors
     /// [`Error::PeerGone`] when the peer closed the connection.
     pub fn send(&mut self, message: &Message) -> Result<(), Error> {
-        if self.conn.peer_gone {
+        if self.conn.session.peer_gone {
             return Err(Error::PeerGone);
         }
-        self.conn.queue.push(message);
+        self.conn.session.queue.push(message);
         self.conn.flush();
-        if self.conn.peer_gone {
+        if self.conn.session.peer_gone {
             return Err(Error::PeerGone);
         }
         Ok(())
@@ -174,7 +181,7 @@ impl<'a> Context<'a> {
 
     /// The loop's counters so far.
     pub fn stats(&self) -> &Stats {
-        &self.conn.stats
+        &self.conn.session.stats
     }
 
     /// Whether the handler should stop: the peer cancelled the request being handled, a
@@ -186,10 +193,10 @@ impl<'a> Context<'a> {
     /// arrival order, for after the handler returns. (Cancellation needs
     /// [`Handler::cancel_method`]; signals and a vanished peer count always.)
     pub fn is_cancelled(&mut self) -> bool {
-        if !self.conn.interrupted() {
+        if !self.conn.session.interrupted() {
             self.conn.peek(false);
         }
-        self.conn.interrupted()
+        self.conn.session.interrupted()
     }
 
     /// [`Context::is_cancelled`] as a `Result`, for `?` at the points where a handler can
@@ -234,7 +241,7 @@ impl<'a> Context<'a> {
     pub fn sleep_until(&mut self, deadline: Instant) -> Result<(), Error> {
         self.conn.peek(true);
         loop {
-            if self.conn.interrupted() {
+            if self.conn.session.interrupted() {
                 return Err(self.interruption());
             }
             if Instant::now() >= deadline {
@@ -265,19 +272,19 @@ impl<'a> Context<'a> {
         let started = Instant::now();
         let deadline = started + timeout;
         let id = self.send_request(method, params)?;
-        self.conn.awaiting = Some(id.clone());
-        self.conn.arrived = None;
+        self.conn.session.awaiting = Some(id.clone());
+        self.conn.session.arrived = None;
         // Responses read ahead before this call cannot be ours: the id is new.
         let outcome = loop {
             self.conn.peek(true);
-            if let Some(response) = self.conn.arrived.take() {
+            if let Some(response) = self.conn.session.arrived.take() {
                 break response.result.map_err(Error::Rpc);
             }
-            if self.conn.interrupted() {
+            if self.conn.session.interrupted() {
                 break Err(self.interruption());
             }
             if Instant::now() >= deadline {
-                if let Some(cancel) = self.conn.cancel_method.clone() {
+                if let Some(cancel) = self.conn.session.cancel_method.clone() {
                     let reason = "no response before the deadline";
                     let params =
                         serde_json::json!({ "requestId": id.to_value(), "reason": reason });
@@ -292,8 +299,8 @@ impl<'a> Context<'a> {
                 break Err(e);
             }
         };
-        self.conn.awaiting = None;
-        self.conn.arrived = None;
+        self.conn.session.awaiting = None;
+        self.conn.session.arrived = None;
         outcome
     }
 
@@ -342,24 +349,31 @@ impl<'a> Context<'a> {
     /// already taken.
     pub fn responder(&mut self) -> Option<Responder> {
         let id = self.request?;
-        if self.conn.response_withheld {
+        if self.conn.session.response_withheld {
             return None;
         }
-        self.conn.response_withheld = true;
+        self.conn.session.response_withheld = true;
         let token = CancelToken::new();
-        let cancellable = self.conn.running.is_some();
-        if self.conn.running_cancelled {
+        let cancellable = self.conn.session.running.is_some();
+        if self.conn.session.running_cancelled {
             token.cancel_by_peer();
         }
         self.conn
+            .session
             .owed
             .insert(id.clone(), (token.clone(), cancellable));
-        self.conn.stats.answered_later += 1;
+        self.conn.session.stats.answered_later += 1;
         Some(Responder::new(
             id.clone(),
             self.conn.outbox().clone(),
             token,
         ))
+    }
+
+    /// A handle to reach the peer from any thread, outside of any one request (see
+    /// [`LoopHandle`]).
+    pub fn loop_handle(&self) -> LoopHandle {
+        LoopHandle::new(self.conn.outbox().clone())
     }
 
     /// The loop sends no response when the handler of this request returns (whatever it
@@ -368,13 +382,13 @@ impl<'a> Context<'a> {
     /// `subscriptions/listen`.
     pub(crate) fn withhold_response(&mut self) {
         if self.request.is_some() {
-            self.conn.response_withheld = true;
+            self.conn.session.response_withheld = true;
         }
     }
 
     /// Why the handler was interrupted, as an error.
     fn interruption(&self) -> Error {
-        self.conn.interruption_error()
+        self.conn.session.interruption_error()
     }
 
     /// The connection, for crate-internal extensions of the context.

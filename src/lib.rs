@@ -148,10 +148,12 @@ mod message;
 mod process_tree;
 mod responder;
 mod server;
+mod session;
 mod stats;
 mod stdio_guard;
 mod sys;
 mod worker_pool;
+mod wrap;
 mod write_queue;
 
 /// The README's examples, compiled as doctests so that they cannot drift from the API.
@@ -176,6 +178,7 @@ pub use mcp::server::McpServer;
 pub use mcp::tool::{Content, Tool, ToolError, ToolResult};
 pub use mcp::{LATEST_PROTOCOL_VERSION, MODERN_PROTOCOL_VERSIONS, PROTOCOL_VERSIONS};
 pub use message::{ErrorCode, ErrorObject, Message, Notification, Request, RequestId, Response};
-pub use responder::{CancelToken, Responder};
+pub use responder::{CancelToken, LoopHandle, Responder};
 pub use server::Server;
 pub use stats::Stats;
+pub use wrap::{WrapOutcome, Wrapper};

@@ -10,6 +10,7 @@ use crate::diagnostics;
 use crate::error::{Error, Outcome};
 use crate::handler::{catch_panic, Context, Handler};
 use crate::message::{ErrorCode, ErrorObject, Message, Parsed, Response};
+use crate::session::Start;
 use crate::stdio_guard::StdioGuard;
 use crate::sys;
 
@@ -219,13 +220,13 @@ impl Server {
     fn run(&self, conn: &mut Connection, handler: &mut dyn Handler) -> Result<Outcome, Error> {
         let parent = self.orphan_check.map(|_| sys::parent_pid());
         let mut idle_fired = false;
-        conn.cancel_method = handler.cancel_method().map(str::to_owned);
+        conn.session.cancel_method = handler.cancel_method().map(str::to_owned);
         loop {
             take_events(conn, handler);
-            if let Some(signo) = conn.signal {
+            if let Some(signo) = conn.session.signal {
                 return Ok(self.shut_down(conn, handler, Outcome::Signal(signo)));
             }
-            if conn.peer_gone {
+            if conn.session.peer_gone {
                 return Ok(self.shut_down(conn, handler, Outcome::PeerGone));
             }
             if parent.is_some_and(|p| p != sys::parent_pid()) {
@@ -242,14 +243,14 @@ impl Server {
                     stopped_by_backpressure = true;
                     break;
                 }
-                if conn.owed.len() >= self.max_in_flight {
+                if conn.session.owed.len() >= self.max_in_flight {
                     saturated = true;
                     break;
                 }
                 // With cancellation on, everything already buffered is parsed first, so that a
                 // cancellation arriving in the same read as its request drops the request.
-                conn.read_ahead_buffered();
-                let Some(parsed) = conn.next_parsed() else {
+                conn.session.read_ahead_buffered();
+                let Some(parsed) = conn.session.next_parsed() else {
                     break;
                 };
                 self.dispatch(conn, handler, parsed);
@@ -258,7 +259,7 @@ impl Server {
                 take_events(conn, handler);
                 // A signal that arrived while a handler waited ends the loop now, before the
                 // next message.
-                if conn.peer_gone || conn.signal.is_some() {
+                if conn.session.peer_gone || conn.session.signal.is_some() {
                     break;
                 }
             }
@@ -268,8 +269,8 @@ impl Server {
             }
             conn.flush_retry();
             // A signal noticed while a handler waited is acted on at the top, never slept on.
-            if conn.peer_gone
-                || conn.signal.is_some()
+            if conn.session.peer_gone
+                || conn.session.signal.is_some()
                 || (stopped_by_backpressure && !conn.output_full())
             {
                 continue;
@@ -287,8 +288,8 @@ impl Server {
             if saturated {
                 // Too many requests in flight: read ahead (bounded), so that cancellations and
                 // responses the work in flight waits for are acted on; start nothing new.
-                conn.read_ahead_always();
-                if conn.input_ready() && !conn.read_ahead_full() {
+                conn.session.read_ahead_always();
+                if conn.input_ready() && !conn.session.read_ahead_full() {
                     if let Fill::Bytes(_) | Fill::Eof = conn.fill()? {
                         continue;
                     }
@@ -335,12 +336,15 @@ impl Server {
             .min();
             conn.wait(timeout)?;
             if let Some(deadline) = idle_deadline {
-                if Instant::now() >= deadline && !conn.input_ready() && conn.signal.is_none() {
+                if Instant::now() >= deadline
+                    && !conn.input_ready()
+                    && conn.session.signal.is_none()
+                {
                     idle_fired = true;
-                    conn.stats.idle_hooks += 1;
+                    conn.session.stats.idle_hooks += 1;
                     let result = catch_panic(|| handler.on_idle(&mut Context::new(conn, None)));
                     if let Err(panic) = result {
-                        conn.stats.handler_panics += 1;
+                        conn.session.stats.handler_panics += 1;
                         diagnostics::line(&format!("mcpipe: the idle hook panicked: {panic}"));
                     }
                     conn.flush();
@@ -360,8 +364,9 @@ impl Server {
             Parsed::Invalid(response) => conn.enqueue(&Message::Response(response)),
             Parsed::Batch(items) => {
                 if !(self.batches && handler.accepts_batches()) {
-                    conn.stats.bad_messages += 1;
-                    conn.diagnostics
+                    conn.session.stats.bad_messages += 1;
+                    conn.session
+                        .diagnostics
                         .report(|| "a batch arrived where batches are not accepted".to_owned());
                     let error = ErrorObject::new(
                         ErrorCode::INVALID_REQUEST,
@@ -375,14 +380,14 @@ impl Server {
                     match item {
                         Ok(message) => responses.extend(handle_message(conn, handler, message)),
                         Err(response) => {
-                            conn.stats.bad_messages += 1;
+                            conn.session.stats.bad_messages += 1;
                             responses.push(response);
                         }
                     }
                 }
                 // A batch of notifications only gets no reply at all, never `[]`.
                 if !responses.is_empty() {
-                    let out = conn.queue.buffer();
+                    let out = conn.session.queue.buffer();
                     out.push(b'[');
                     for (i, response) in responses.into_iter().enumerate() {
                         if i > 0 {
@@ -411,14 +416,15 @@ impl Server {
         let mut outcome = outcome;
         if matches!(outcome, Outcome::Eof | Outcome::Orphaned) {
             await_owed(conn, handler, Instant::now() + self.shutdown_grace, true);
-            if let (Outcome::Eof, Some(signo)) = (&outcome, conn.signal) {
+            if let (Outcome::Eof, Some(signo)) = (&outcome, conn.session.signal) {
                 outcome = Outcome::Signal(signo);
             }
         }
-        if !conn.owed.is_empty() {
-            conn.cancel_all_owed(outcome != Outcome::PeerGone);
+        if !conn.session.owed.is_empty() {
+            conn.session.cancel_all_owed(outcome != Outcome::PeerGone);
             await_owed(conn, handler, Instant::now() + CANCEL_GRACE, false);
-            conn.fail_owed("the server shut down before the request finished");
+            conn.session
+                .fail_owed("the server shut down before the request finished");
         }
         let grace = match outcome {
             Outcome::Eof => None,
@@ -427,7 +433,7 @@ impl Server {
         drain_output(conn, grace);
         let result = catch_panic(|| handler.on_shutdown(&outcome, &mut Context::new(conn, None)));
         if let Err(panic) = result {
-            conn.stats.handler_panics += 1;
+            conn.session.stats.handler_panics += 1;
             diagnostics::line(&format!("mcpipe: the shutdown hook panicked: {panic}"));
         }
         diagnostics::flush();
@@ -439,10 +445,19 @@ impl Server {
 /// Takes the events other threads sent and hands the handler what they posted.
 fn take_events(conn: &mut Connection, handler: &mut dyn Handler) {
     conn.take_events();
-    while let Some(data) = conn.posts.pop_front() {
+    while let Some(id) = conn.session.cancelled_owed.pop_front() {
+        let result = catch_panic(|| handler.handle_cancelled(id, &mut Context::new(conn, None)));
+        if let Err(panic) = result {
+            conn.session.stats.handler_panics += 1;
+            diagnostics::line(&format!(
+                "mcpipe: the handler panicked on a cancellation: {panic}"
+            ));
+        }
+    }
+    while let Some(data) = conn.session.posts.pop_front() {
         let result = catch_panic(|| handler.handle_post(data, &mut Context::new(conn, None)));
         if let Err(panic) = result {
-            conn.stats.handler_panics += 1;
+            conn.session.stats.handler_panics += 1;
             diagnostics::line(&format!("mcpipe: the handler panicked on a post: {panic}"));
         }
     }
@@ -461,7 +476,10 @@ fn await_owed(
     loop {
         take_events(conn, handler);
         conn.flush();
-        if conn.owed.is_empty() || conn.peer_gone || (stop_on_signal && conn.signal.is_some()) {
+        if conn.session.owed.is_empty()
+            || conn.session.peer_gone
+            || (stop_on_signal && conn.session.signal.is_some())
+        {
             return;
         }
         let left = deadline.saturating_duration_since(Instant::now());
@@ -479,7 +497,7 @@ fn await_owed(
 fn drain_output(conn: &mut Connection, deadline: Option<Instant>) {
     loop {
         conn.flush();
-        if conn.output_pending() == 0 || conn.peer_gone {
+        if conn.output_pending() == 0 || conn.session.peer_gone {
             return;
         }
         let timeout = match deadline {
@@ -490,7 +508,7 @@ fn drain_output(conn: &mut Connection, deadline: Option<Instant>) {
                 }
                 Some(left)
             }
-            None if conn.signal.is_some() => return,
+            None if conn.session.signal.is_some() => return,
             None => None,
         };
         if conn.wait(timeout).is_err() {
@@ -508,77 +526,24 @@ fn handle_message(
     match message {
         Message::Request(request) => {
             let id = request.id.clone();
-            let cancellable = conn.cancel_method.is_some() && handler.is_cancellable(&request);
-            if conn.cancelled_queued.remove(&id) && cancellable {
-                // Cancelled before it started: never run, never answered.
-                conn.stats.cancelled += 1;
-                return None;
+            let cancellable = handler.is_cancellable(&request);
+            match conn.session.start_request(&request, cancellable) {
+                Start::Run => {}
+                Start::Dropped => return None,
+                Start::Refused(response) => return Some(response),
             }
-            conn.stats.requests += 1;
-            // Kept for a panic report only, in a reused buffer: no allocation per request.
-            let mut method = std::mem::take(&mut conn.method_scratch);
-            method.clear();
-            method.push_str(&request.method);
-            conn.running = cancellable.then(|| id.clone());
-            conn.running_cancelled = false;
-            conn.response_withheld = false;
             let result =
                 catch_panic(|| handler.handle_request(request, &mut Context::new(conn, Some(&id))));
-            conn.running = None;
-            let withheld = std::mem::take(&mut conn.response_withheld);
-            if std::mem::take(&mut conn.running_cancelled) {
-                // The peer cancelled it while it ran: it gets no response, and a responder
-                // that holds it sees the cancellation.
-                conn.stats.cancelled += 1;
-                if let Some((token, _)) = conn.owed.get(&id) {
-                    token.cancel_by_peer();
-                }
-                if let Err(panic) = result {
-                    conn.stats.handler_panics += 1;
-                    diagnostics::line(&format!(
-                        "mcpipe: the handler panicked on {method} (id {id}): {panic}"
-                    ));
-                }
-                conn.method_scratch = method;
-                return None;
-            }
-            if withheld && result.is_ok() {
-                // The handler answers later: through a responder, or `Context::send`.
-                conn.method_scratch = method;
-                return None;
-            }
-            // A panic answers here, even when a responder had been taken: its answer (the
-            // responder's drop during the unwinding) is no longer owed.
-            conn.owed.remove(&id);
-            let response = match result {
-                Ok(result) => Response {
-                    id: Some(id),
-                    result,
-                },
-                Err(panic) => {
-                    conn.stats.handler_panics += 1;
-                    diagnostics::line(&format!(
-                        "mcpipe: the handler panicked on {method} (id {id}): {panic}"
-                    ));
-                    Response::error(
-                        Some(id),
-                        ErrorObject::internal(format!(
-                            "internal error: the handler panicked while handling {method}"
-                        )),
-                    )
-                }
-            };
-            conn.method_scratch = method;
-            Some(response)
+            conn.session.finish_request(id, result)
         }
         Message::Notification(notification) => {
-            conn.stats.notifications += 1;
+            conn.session.stats.notifications += 1;
             let method = notification.method.clone();
             let result = catch_panic(|| {
                 handler.handle_notification(notification, &mut Context::new(conn, None))
             });
             if let Err(panic) = result {
-                conn.stats.handler_panics += 1;
+                conn.session.stats.handler_panics += 1;
                 diagnostics::line(&format!(
                     "mcpipe: the handler panicked on notification {method}: {panic}"
                 ));
@@ -586,13 +551,13 @@ fn handle_message(
             None
         }
         Message::Response(response) => {
-            conn.stats.responses += 1;
+            conn.session.stats.responses += 1;
             // A response to a request another thread sent goes to that thread.
-            let response = conn.route_response(response)?;
+            let response = conn.session.route_response(response)?;
             let result =
                 catch_panic(|| handler.handle_response(response, &mut Context::new(conn, None)));
             if let Err(panic) = result {
-                conn.stats.handler_panics += 1;
+                conn.session.stats.handler_panics += 1;
                 diagnostics::line(&format!(
                     "mcpipe: the handler panicked on a response: {panic}"
                 ));

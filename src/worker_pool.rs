@@ -30,6 +30,8 @@ pub(crate) struct WorkerPool {
     threads: Vec<JoinHandle<()>>,
     /// Threads waiting for a job.
     idle: Arc<AtomicUsize>,
+    /// Jobs queued and not yet taken by a thread.
+    queued: Arc<AtomicUsize>,
     /// Each thread says here that it ended.
     ended_tx: Sender<()>,
     ended: Receiver<()>,
@@ -46,6 +48,7 @@ impl WorkerPool {
             queue: Arc::new(Mutex::new(queue)),
             threads: Vec::new(),
             idle: Arc::new(AtomicUsize::new(0)),
+            queued: Arc::new(AtomicUsize::new(0)),
             ended_tx,
             ended,
         }
@@ -57,15 +60,19 @@ impl WorkerPool {
         self.threads.len()
     }
 
-    /// Queues `job`; starts a thread for it when none is idle and the pool is not full.
+    /// Queues `job`; starts a thread for it when more jobs wait than threads are idle and the
+    /// pool is not full. (Counting the waiting jobs matters: in a burst, one idle thread must
+    /// not be taken as room for every job of the burst.)
     pub(crate) fn submit(&mut self, job: Job) {
-        if self.idle.load(Ordering::Acquire) == 0 && self.threads.len() < self.size {
+        let waiting = self.queued.fetch_add(1, Ordering::AcqRel) + 1;
+        if waiting > self.idle.load(Ordering::Acquire) && self.threads.len() < self.size {
             self.start_thread();
         }
         if let Some(jobs) = &self.jobs {
             if let Err(mpsc::SendError(job)) = jobs.send(job) {
                 // Every thread is gone (they never end while the pool lives; be safe anyway):
                 // run it here rather than lose it.
+                self.queued.fetch_sub(1, Ordering::AcqRel);
                 let _ = catch_panic(job);
             }
         }
@@ -74,6 +81,7 @@ impl WorkerPool {
     fn start_thread(&mut self) {
         let queue = Arc::clone(&self.queue);
         let idle = Arc::clone(&self.idle);
+        let queued = Arc::clone(&self.queued);
         let ended = self.ended_tx.clone();
         let name = format!("mcpipe-worker-{}", self.threads.len() + 1);
         let spawned = std::thread::Builder::new().name(name).spawn(move || {
@@ -85,6 +93,7 @@ impl WorkerPool {
                 };
                 idle.fetch_sub(1, Ordering::AcqRel);
                 let Ok(job) = job else { break };
+                queued.fetch_sub(1, Ordering::AcqRel);
                 // The job answers for itself, panics included; the thread goes on.
                 let _ = catch_panic(job);
             }
@@ -155,6 +164,34 @@ mod tests {
             started.elapsed()
         );
         assert!(pool.threads() <= 4);
+    }
+
+    #[test]
+    fn a_burst_behind_one_idle_thread_still_gets_a_thread_per_job() {
+        let mut pool = WorkerPool::new(8);
+        // One thread, idle once its first job is done.
+        let (tx, rx) = mpsc::channel();
+        let first = tx.clone();
+        pool.submit(Box::new(move || first.send(()).unwrap()));
+        rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        let started = Instant::now();
+        for _ in 0..8 {
+            let tx = tx.clone();
+            pool.submit(Box::new(move || {
+                std::thread::sleep(Duration::from_millis(200));
+                tx.send(()).unwrap();
+            }));
+        }
+        for _ in 0..8 {
+            rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        }
+        assert_eq!(pool.threads(), 8);
+        assert!(
+            started.elapsed() < Duration::from_millis(700),
+            "{:?}",
+            started.elapsed()
+        );
     }
 
     #[test]

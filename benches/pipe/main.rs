@@ -393,17 +393,20 @@ const LARGE_10M: &str = "10 MB messages";
 const LARGE_10M_RSS: &str = "peak RSS, 10 MB messages";
 const PING_P50: &str = "ping-pong p50, pinned";
 const IDLE_RSS: &str = "idle RSS after init burst";
+/// 20 `sleep` calls of 200 ms in one write (smoke: 4 of 20 ms), to the last answer.
+const SLOW_CALLS: &str = "20 concurrent 200 ms sleep calls, to the last answer";
 const EOF_EXIT: &str = "stdin EOF to exit";
 const MIB: f64 = 1024.0 * 1024.0;
 
 /// The scenarios in the order they run (and are filtered by).
-const SCENARIOS: [&str; 6] = [
+const SCENARIOS: [&str; 7] = [
     "pipelined",
     "windowed",
     "large",
     "ping-pong-pinned",
     "ping-pong",
     "init-burst",
+    "slow-calls",
 ];
 
 #[allow(clippy::too_many_lines)]
@@ -608,6 +611,20 @@ fn run() -> Result<(), String> {
                             median(times),
                         );
                         rec(IDLE_RSS, "MiB", Better::Lower, median(rss));
+                    }
+                    "slow-calls" => {
+                        // Only subjects that are MCP servers with a `sleep` tool: not the
+                        // baselines (their column stays empty).
+                        if protocol != Protocol::Mcp || i != 1 {
+                            continue;
+                        }
+                        let (calls, each) = if env.smoke { (4, 20) } else { (20, 200) };
+                        // A server without the demo's `sleep` tool (`--server`) is skipped,
+                        // not failed.
+                        match scenarios::slow_calls(&env, subject, calls, each) {
+                            Ok(took) => rec(SLOW_CALLS, "ms", Better::Lower, ms(took)),
+                            Err(e) => eprintln!("pipe: {}", fail(e)),
+                        }
                     }
                     _ => unreachable!("every scenario is handled"),
                 }

@@ -376,3 +376,55 @@ pub(crate) fn init_burst(env: &Env, subject: &Subject) -> Result<InitBurst, Stri
         idle_rss,
     })
 }
+
+/// `calls` `tools/call` of the demo's `sleep` (`ms` each) in one write, after the handshake:
+/// the time to the last answer. A server that runs tools concurrently takes about `ms`; one
+/// that runs them one after another, `calls × ms`. Only for MCP subjects with a `sleep` tool
+/// (the baselines have none); every answer is checked for its id and text.
+pub(crate) fn slow_calls(
+    env: &Env,
+    subject: &Subject,
+    calls: u64,
+    ms: u64,
+) -> Result<Duration, String> {
+    let mut session = Session::spawn(subject, false, &env.log)?;
+    let mut pipes = take_pipes(&mut session)?;
+    let (pipes, took) = session.within(env.limit, move || {
+        handshake(Protocol::Mcp, &mut pipes)?;
+        let (stdin, stdout) = &mut pipes;
+        let mut burst = Vec::new();
+        for id in 1..=calls {
+            burst.extend_from_slice(
+                format!(
+                    "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"params\":\
+                     {{\"name\":\"sleep\",\"arguments\":{{\"ms\":{ms}}}}}}}\n"
+                )
+                .as_bytes(),
+            );
+        }
+        let started = Instant::now();
+        send(stdin, &burst)?;
+        let mut seen = vec![false; calls as usize + 1];
+        let mut line = Vec::new();
+        let want = format!("slept {ms} ms");
+        for _ in 0..calls {
+            // Answers come in any order: take whichever is next.
+            let id = loop {
+                read_line(stdout, &mut line)?;
+                if let Some(id) = response_id(&line) {
+                    break id;
+                }
+            };
+            let fresh = seen
+                .get_mut(id as usize)
+                .map(|s| !std::mem::replace(s, true));
+            if fresh != Some(true) || memchr::memmem::find(&line, want.as_bytes()).is_none() {
+                return Err(format!("unexpected answer: {}", excerpt(&line)));
+            }
+        }
+        Ok((pipes, started.elapsed()))
+    })?;
+    put_pipes(&mut session, pipes);
+    session.close_and_wait(Duration::from_secs(10))?;
+    Ok(took)
+}

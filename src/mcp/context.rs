@@ -205,7 +205,7 @@ impl<'a> McpContext<'a> {
             return Ok(());
         };
         let stopped = match &mut self.link {
-            Link::Loop(cx) => cx.connection().interrupted(),
+            Link::Loop(cx) => cx.connection().session.interrupted(),
             Link::Worker { responder, .. } => responder.is_cancelled(),
         };
         if !progress.is_finite()

@@ -27,15 +27,15 @@ use serde_json::{json, Map, Value};
 use crate::error::{Error, Outcome};
 use crate::handler::{Context, Handler};
 use crate::mcp::arguments::Arguments;
-use crate::mcp::context::{McpContext, Scope};
-use crate::mcp::era::{self, Envelope};
+use crate::mcp::context::McpContext;
+use crate::mcp::era;
 use crate::mcp::input::Rounds;
 use crate::mcp::logging::LogLevel;
 use crate::mcp::prompt::{Prompt, PromptMessage};
-use crate::mcp::resource::{Resource, ResourceContents, ResourceTemplate, RESOURCE_NOT_FOUND};
+use crate::mcp::resource::{Resource, ResourceContents, ResourceTemplate};
 use crate::mcp::tool::{Tool, ToolError, ToolResult};
-use crate::mcp::{LATEST_PROTOCOL_VERSION, MODERN_PROTOCOL_VERSIONS, PROTOCOL_VERSIONS};
-use crate::message::{ErrorCode, ErrorObject, Message, Notification, Request, RequestId, Response};
+use crate::mcp::MODERN_PROTOCOL_VERSIONS;
+use crate::message::{ErrorObject, Message, Notification, Request, RequestId, Response};
 use crate::server::Server;
 use crate::worker_pool::WorkerPool;
 
@@ -43,8 +43,14 @@ use crate::worker_pool::WorkerPool;
 const DEFAULT_WORKERS: usize = 32;
 
 mod calls;
+mod handshake;
+mod methods;
 
-use calls::{child_context, subscription_uri, Announced};
+use calls::{child_context, Announced};
+use handshake::Listener;
+pub(crate) use handshake::Session;
+use methods::method_exists;
+pub(crate) use methods::modern_result;
 
 type ToolFn<S> =
     Box<dyn FnMut(&mut S, &mut Arguments, &mut McpContext<'_>) -> Result<ToolResult, ToolError>>;
@@ -75,101 +81,15 @@ type CompleteFn<S> = Box<
 >;
 type IdleFn<S> = Box<dyn FnMut(&mut S, &mut McpContext<'_>)>;
 
-/// What the server knows about a handshake-era session: set by `initialize` and
-/// `logging/setLevel`.
-#[derive(Debug)]
-pub(crate) struct Session {
-    /// The negotiated protocol version; `Some` once `initialize` was answered.
-    pub(crate) version: Option<String>,
-    pub(crate) client_capabilities: Value,
-    pub(crate) client_info: Value,
-    /// `notifications/initialized` arrived.
-    pub(crate) ready: bool,
-    /// Log messages below this level are not sent.
-    pub(crate) log_level: LogLevel,
-    /// URIs the client subscribed to with `resources/subscribe`.
-    pub(crate) subscribed: BTreeSet<String>,
-    /// [`Session::scope`], kept between requests so that a request does not copy the
-    /// client's capabilities and info; `None` until first needed (and after `initialize`).
-    scope_cache: Option<Scope>,
-}
-
-impl Session {
-    /// The scope of a handshake-session request, from the cache when it is there. Give it
-    /// back with [`Session::return_scope`]. (A request that panics loses it: it is rebuilt.)
-    fn take_scope(&mut self) -> Scope {
-        self.scope_cache.take().unwrap_or_else(|| self.scope())
-    }
-
-    /// Puts a scope from [`Session::take_scope`] back, with the log level brought up to date
-    /// (`logging/setLevel` may have changed it; nothing else changes after `initialize`).
-    fn return_scope(&mut self, mut scope: Scope) {
-        scope.log_level = self.version.is_some().then_some(self.log_level);
-        self.scope_cache = Some(scope);
-    }
-
-    fn scope(&self) -> Scope {
-        Scope {
-            modern: false,
-            version: self.version.clone().unwrap_or_default(),
-            client_capabilities: self.client_capabilities.clone(),
-            client_info: self.client_info.clone(),
-            log_level: self.version.is_some().then_some(self.log_level),
-        }
-    }
-}
-
-/// An open `subscriptions/listen` stream (2026-07-28): its request id and what it asked for,
-/// narrowed to what this server can send.
-#[derive(Debug, Clone)]
-struct Listener {
-    id: RequestId,
-    tools: bool,
-    prompts: bool,
-    resources: bool,
-    uris: Vec<String>,
-}
-
-/// The methods of the handshake era; any other gets `-32601` in a handshake session.
-const LEGACY_METHODS: [&str; 13] = [
-    "initialize",
-    "ping",
-    "tools/list",
-    "tools/call",
-    "resources/list",
-    "resources/read",
-    "resources/templates/list",
-    "resources/subscribe",
-    "resources/unsubscribe",
-    "prompts/list",
-    "prompts/get",
-    "logging/setLevel",
-    "completion/complete",
-];
-
-/// The methods of MCP 2026-07-28 this layer serves.
-const MODERN_METHODS: [&str; 10] = [
-    "server/discover",
-    "tools/list",
-    "tools/call",
-    "resources/list",
-    "resources/read",
-    "resources/templates/list",
-    "prompts/list",
-    "prompts/get",
-    "completion/complete",
-    "subscriptions/listen",
-];
-
 /// An MCP server over a state `S` of yours: register tools, resources and prompts, then serve.
 ///
 /// It implements [`Handler`], so [`Server`] runs it, and it serves clients of both eras:
 /// - handshake era: `initialize` (answering the client's protocol version when it is one of
-///   [`PROTOCOL_VERSIONS`], else the latest), `ping`, the list methods (paginated with opaque
+///   [`PROTOCOL_VERSIONS`](crate::PROTOCOL_VERSIONS), else the latest), `ping`, the list methods (paginated with opaque
 ///   cursors), `tools/call`, `resources/read`, `prompts/get`, `completion/complete`,
 ///   `logging/setLevel`, `resources/subscribe`, cancellation (`notifications/cancelled`) and
 ///   batches (only under 2025-03-26);
-/// - MCP 2026-07-28 ([`MODERN_PROTOCOL_VERSIONS`]): the same features per request, with the
+/// - MCP 2026-07-28 ([`MODERN_PROTOCOL_VERSIONS`](crate::MODERN_PROTOCOL_VERSIONS)): the same features per request, with the
 ///   client's version, capabilities and log level in each request's `_meta`, `server/discover`,
 ///   `resultType` and caching hints on results, `input_required` results for tools, prompts and
 ///   resources that need input from the client (see [`McpContext::input`]), and
@@ -533,321 +453,6 @@ impl<S: 'static> McpServer<S> {
     fn has_resources(&self) -> bool {
         !self.resources.is_empty() || !self.templates.is_empty()
     }
-
-    fn capabilities(&self) -> Value {
-        let changes = self.change_notifications;
-        let mut caps = Map::new();
-        if !self.tools.is_empty() {
-            caps.insert("tools".into(), json!({ "listChanged": changes }));
-        }
-        if self.has_resources() {
-            caps.insert(
-                "resources".into(),
-                json!({ "subscribe": changes, "listChanged": changes }),
-            );
-        }
-        if !self.prompts.is_empty() {
-            caps.insert("prompts".into(), json!({ "listChanged": changes }));
-        }
-        if self.completion.is_some() {
-            caps.insert("completions".into(), json!({}));
-        }
-        caps.insert("logging".into(), json!({}));
-        Value::Object(caps)
-    }
-
-    fn initialize(&mut self, params: &Map<String, Value>) -> Result<Value, ErrorObject> {
-        if self.session.version.is_some() {
-            return Err(ErrorObject::new(
-                ErrorCode::INVALID_REQUEST,
-                "invalid request: the session is already initialized",
-            ));
-        }
-        let Some(requested) = params.get("protocolVersion").and_then(Value::as_str) else {
-            return Err(ErrorObject::invalid_params(
-                "invalid params: initialize needs a string \"protocolVersion\"",
-            ));
-        };
-        let version = if PROTOCOL_VERSIONS.contains(&requested) {
-            requested
-        } else {
-            LATEST_PROTOCOL_VERSION
-        };
-        self.session.version = Some(version.to_owned());
-        self.session.scope_cache = None;
-        self.session.client_capabilities = match params.get("capabilities") {
-            Some(caps @ Value::Object(_)) => caps.clone(),
-            _ => json!({}),
-        };
-        self.session.client_info = params.get("clientInfo").cloned().unwrap_or(Value::Null);
-        let mut result = Map::new();
-        result.insert("protocolVersion".into(), Value::String(version.to_owned()));
-        result.insert("capabilities".into(), self.capabilities());
-        result.insert("serverInfo".into(), self.info.clone());
-        if let Some(text) = &self.instructions {
-            result.insert("instructions".into(), Value::String(text.clone()));
-        }
-        Ok(Value::Object(result))
-    }
-
-    /// `server/discover` (2026-07-28).
-    fn discover(&self) -> Value {
-        let mut result = Map::new();
-        result.insert("supportedVersions".into(), json!(MODERN_PROTOCOL_VERSIONS));
-        result.insert("capabilities".into(), self.capabilities());
-        if let Some(text) = &self.instructions {
-            result.insert("instructions".into(), Value::String(text.clone()));
-        }
-        Value::Object(result)
-    }
-
-    /// A request of a handshake session (after `initialize`).
-    fn handle_legacy(
-        &mut self,
-        method: &str,
-        params: &mut Map<String, Value>,
-        cx: &mut Context<'_>,
-    ) -> Result<Value, ErrorObject> {
-        if !LEGACY_METHODS.contains(&method) {
-            return Err(ErrorObject::method_not_found(method));
-        }
-        let scope = self.session.take_scope();
-        let result = self.serve_legacy(method, params, &scope, cx);
-        self.session.return_scope(scope);
-        result
-    }
-
-    /// [`McpServer::handle_legacy`] once the method is known and the scope at hand.
-    fn serve_legacy(
-        &mut self,
-        method: &str,
-        params: &mut Map<String, Value>,
-        scope: &Scope,
-        cx: &mut Context<'_>,
-    ) -> Result<Value, ErrorObject> {
-        let size = self.page_size;
-        let tools = !self.tools.is_empty();
-        let resources = self.has_resources();
-        let prompts = !self.prompts.is_empty();
-        let subscriptions = resources && self.change_notifications;
-        match method {
-            "ping" => Ok(json!({})),
-            "initialize" => self.initialize(params),
-            "tools/list" if tools => {
-                let items = self.tools.iter().map(|(t, _)| t.to_value()).collect();
-                page(items, params, "tools", size)
-            }
-            "tools/call" if tools => self.call_tool(params, scope, cx),
-            "resources/list" if resources => {
-                let items = self.resources.iter().map(|(r, _)| r.to_value()).collect();
-                page(items, params, "resources", size)
-            }
-            "resources/templates/list" if resources => {
-                let items = self.templates.iter().map(|(t, _)| t.to_value()).collect();
-                page(items, params, "resourceTemplates", size)
-            }
-            "resources/read" if resources => self.read_resource(params, scope, cx),
-            "resources/subscribe" if subscriptions => {
-                let uri = subscription_uri(params, method)?;
-                self.session.subscribed.insert(uri);
-                Ok(json!({}))
-            }
-            "resources/unsubscribe" if subscriptions => {
-                let uri = subscription_uri(params, method)?;
-                self.session.subscribed.remove(&uri);
-                Ok(json!({}))
-            }
-            "prompts/list" if prompts => {
-                let items = self.prompts.iter().map(|(p, _)| p.to_value()).collect();
-                page(items, params, "prompts", size)
-            }
-            "prompts/get" if prompts => self.get_prompt(params, scope, cx),
-            "completion/complete" if self.completion.is_some() => self.complete(params, scope, cx),
-            "logging/setLevel" => self.set_level(params),
-            // A method of a capability this server did not declare.
-            _ => Err(ErrorObject::method_not_found(method)),
-        }
-    }
-
-    /// A request that claims MCP 2026-07-28, its envelope already checked.
-    fn handle_modern(
-        &mut self,
-        id: &RequestId,
-        method: &str,
-        params: &mut Map<String, Value>,
-        envelope: Envelope,
-        cx: &mut Context<'_>,
-    ) -> Result<Value, ErrorObject> {
-        let scope = Scope {
-            modern: true,
-            version: envelope.version,
-            client_capabilities: envelope.client_capabilities,
-            client_info: envelope.client_info,
-            log_level: envelope.log_level,
-        };
-        let size = self.page_size;
-        let tools = !self.tools.is_empty();
-        let resources = self.has_resources();
-        let prompts = !self.prompts.is_empty();
-        // Lists, reads and discover carry caching hints.
-        let (result, cacheable) = match method {
-            "server/discover" => (Ok(self.discover()), true),
-            "tools/list" if tools => {
-                let items = self.tools.iter().map(|(t, _)| t.to_value()).collect();
-                (page(items, params, "tools", size), true)
-            }
-            "tools/call" if tools => (self.call_tool(params, &scope, cx), false),
-            "resources/list" if resources => {
-                let items = self.resources.iter().map(|(r, _)| r.to_value()).collect();
-                (page(items, params, "resources", size), true)
-            }
-            "resources/templates/list" if resources => {
-                let items = self.templates.iter().map(|(t, _)| t.to_value()).collect();
-                (page(items, params, "resourceTemplates", size), true)
-            }
-            "resources/read" if resources => {
-                let result = self.read_resource(params, &scope, cx).map_err(|e| {
-                    // 2026-07-28: a missing resource is invalid params, never -32002.
-                    if e.code == RESOURCE_NOT_FOUND {
-                        ErrorObject {
-                            code: ErrorCode::INVALID_PARAMS,
-                            ..e
-                        }
-                    } else {
-                        e
-                    }
-                });
-                (result, true)
-            }
-            "prompts/list" if prompts => {
-                let items = self.prompts.iter().map(|(p, _)| p.to_value()).collect();
-                (page(items, params, "prompts", size), true)
-            }
-            "prompts/get" if prompts => (self.get_prompt(params, &scope, cx), false),
-            "completion/complete" if self.completion.is_some() => {
-                (self.complete(params, &scope, cx), false)
-            }
-            "subscriptions/listen" if self.change_notifications => {
-                return self.listen(id, params, cx);
-            }
-            // `initialize`, `ping`, `logging/setLevel`, `resources/subscribe` and
-            // `resources/unsubscribe` are gone in 2026-07-28, as are the methods of capabilities
-            // this server did not declare.
-            _ => (Err(ErrorObject::method_not_found(method)), false),
-        };
-        let mut result = result?;
-        let cache = cacheable.then_some((self.cache_ttl_ms, self.cache_public));
-        modern_result(&mut result, &self.info, cache);
-        Ok(result)
-    }
-
-    /// `subscriptions/listen` (2026-07-28): acknowledges at once and keeps the stream open; its
-    /// response is sent only when the server shuts down (a cancelled stream gets none).
-    fn listen(
-        &mut self,
-        id: &RequestId,
-        params: &Map<String, Value>,
-        cx: &mut Context<'_>,
-    ) -> Result<Value, ErrorObject> {
-        let Some(wanted) = params.get("notifications").and_then(Value::as_object) else {
-            return Err(ErrorObject::invalid_params(
-                "invalid params: subscriptions/listen needs a \"notifications\" object",
-            ));
-        };
-        let flag = |key: &str| wanted.get(key).and_then(Value::as_bool) == Some(true);
-        let resources = self.has_resources();
-        let uris: Vec<String> = if resources {
-            wanted
-                .get("resourceSubscriptions")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(|u| u.as_str().map(str::to_owned))
-                .collect()
-        } else {
-            Vec::new()
-        };
-        let listener = Listener {
-            id: id.clone(),
-            tools: flag("toolsListChanged") && !self.tools.is_empty(),
-            prompts: flag("promptsListChanged") && !self.prompts.is_empty(),
-            resources: flag("resourcesListChanged") && resources,
-            uris,
-        };
-        let mut honored = Map::new();
-        for (key, on) in [
-            ("toolsListChanged", listener.tools),
-            ("promptsListChanged", listener.prompts),
-            ("resourcesListChanged", listener.resources),
-        ] {
-            if on {
-                honored.insert(key.into(), json!(true));
-            }
-        }
-        if wanted.contains_key("resourceSubscriptions") && resources {
-            honored.insert("resourceSubscriptions".into(), json!(listener.uris));
-        }
-        self.listeners.retain(|l| l.id != listener.id);
-        self.listeners.push(listener);
-        cx.withhold_response();
-        let ack = json!({
-            "notifications": honored,
-            "_meta": { era::SUBSCRIPTION_ID_KEY: id.to_value() },
-        });
-        // A client gone now is noticed by the loop; nothing to answer either way.
-        let _ = cx.notify("notifications/subscriptions/acknowledged", Some(ack));
-        Ok(Value::Null)
-    }
-}
-
-/// One page of `items` from `cursor` on, and the cursor of the next page if there is one.
-/// Completes a 2026-07-28 result: `resultType` (`complete` unless the handler set one),
-/// caching hints when `cache` holds them (`ttlMs`, public or not), and the server's info in
-/// `_meta`.
-pub(crate) fn modern_result(result: &mut Value, info: &Value, cache: Option<(u64, bool)>) {
-    let Value::Object(map) = result else { return };
-    let complete = !map.contains_key("resultType");
-    if complete {
-        map.insert("resultType".into(), json!("complete"));
-    }
-    if let (Some((ttl_ms, public)), true) = (cache, complete) {
-        map.insert("ttlMs".into(), json!(ttl_ms));
-        let scope = if public { "public" } else { "private" };
-        map.insert("cacheScope".into(), json!(scope));
-    }
-    let meta = map.entry("_meta").or_insert_with(|| json!({}));
-    if let Value::Object(meta) = meta {
-        meta.insert(era::SERVER_INFO_KEY.into(), info.clone());
-    }
-}
-
-fn page(
-    items: Vec<Value>,
-    params: &Map<String, Value>,
-    key: &str,
-    size: usize,
-) -> Result<Value, ErrorObject> {
-    let bad = || ErrorObject::invalid_params("invalid params: invalid cursor");
-    let start = match params.get("cursor") {
-        None | Some(Value::Null) => 0,
-        Some(Value::String(cursor)) => cursor
-            .strip_prefix("mcpipe:")
-            .and_then(|n| n.parse::<usize>().ok())
-            .filter(|n| *n > 0 && *n < items.len())
-            .ok_or_else(bad)?,
-        Some(_) => return Err(bad()),
-    };
-    let total = items.len();
-    let end = start.saturating_add(size).min(total);
-    let mut result = Map::new();
-    result.insert(
-        key.to_owned(),
-        Value::Array(items.into_iter().skip(start).take(end - start).collect()),
-    );
-    if end < total {
-        result.insert("nextCursor".into(), Value::String(format!("mcpipe:{end}")));
-    }
-    Ok(Value::Object(result))
 }
 
 impl<S: 'static> Handler for McpServer<S> {
@@ -870,7 +475,7 @@ impl<S: 'static> Handler for McpServer<S> {
             }
         };
         if self.session.version.is_some() {
-            return self.handle_legacy(method, &mut params, cx);
+            return self.handle_legacy(&id, method, &mut params, cx);
         }
         if era::claims_modern(&params) || era::has_envelope_keys(&params) {
             let envelope = era::parse(&params)?;
@@ -879,9 +484,7 @@ impl<S: 'static> Handler for McpServer<S> {
         match method {
             "ping" => Ok(json!({})),
             "initialize" => self.initialize(&params),
-            _ if !LEGACY_METHODS.contains(&method) && !MODERN_METHODS.contains(&method) => {
-                Err(ErrorObject::method_not_found(method))
-            }
+            _ if !method_exists(method, None) => Err(ErrorObject::method_not_found(method)),
             _ => Err(ErrorObject::invalid_params(format!(
                 "invalid params: {method} needs the per-request _meta \
                  \"io.modelcontextprotocol/protocolVersion\" and \
@@ -955,53 +558,5 @@ impl<S: 'static> Handler for McpServer<S> {
     fn is_cancellable(&self, request: &Request) -> bool {
         // MCP: `initialize` must never be cancelled.
         request.method != "initialize"
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn items(n: usize) -> Vec<Value> {
-        (0..n).map(|i| json!(i)).collect()
-    }
-
-    fn walk(n: usize, size: usize) -> Vec<Value> {
-        let mut all = Vec::new();
-        let mut params = Map::new();
-        loop {
-            let page = page(items(n), &params, "x", size).unwrap();
-            all.extend(page["x"].as_array().unwrap().iter().cloned());
-            match page.get("nextCursor") {
-                Some(c) => {
-                    params.insert("cursor".into(), c.clone());
-                }
-                None => return all,
-            }
-        }
-    }
-
-    #[test]
-    fn pages_cover_every_item_once_whatever_the_size() {
-        for n in [0, 1, 2, 5, 10, 11] {
-            for size in [1, 2, 3, 5, 10, 100] {
-                assert_eq!(walk(n, size), items(n), "n={n} size={size}");
-            }
-        }
-    }
-
-    #[test]
-    fn bad_cursors_are_invalid_params() {
-        for cursor in [
-            json!("nope"),
-            json!(7),
-            json!("mcpipe:0"),
-            json!("mcpipe:99"),
-        ] {
-            let mut params = Map::new();
-            params.insert("cursor".into(), cursor);
-            let err = page(items(10), &params, "x", 3).unwrap_err();
-            assert_eq!(err.code, ErrorCode::INVALID_PARAMS);
-        }
     }
 }

@@ -1,0 +1,755 @@
+//! The server side of a connection as plain data: bytes and events in, messages and answers
+//! out, no file descriptor and no clock (sans-IO). The loop's IO shell
+//! ([`Connection`](crate::connection::Connection)) reads input into [`Session::input_space`],
+//! writes [`Session::queue`] to the output, and tells the session what happened (end of input,
+//! a signal, the peer gone, events from other threads); everything the protocol decides lives
+//! here: framing into messages, read-ahead (bounded in bytes), cancellation matching, the
+//! answers owed by responders, requests other threads sent to the peer, and the counters.
+//!
+//! Because it needs no fds, it is unit-tested on plain bytes below and fuzzed directly.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::diagnostics::{excerpt, Diagnostics};
+use crate::error::Error;
+use crate::line_buffer::{Line, LineBuffer};
+use crate::message::{
+    parse_line, ErrorCode, ErrorObject, Message, Notification, Parsed, RequestId, Response,
+};
+use crate::responder::{answer_message, CancelToken, Event};
+use crate::stats::Stats;
+use crate::write_queue::WriteQueue;
+
+/// The read-ahead queue also stops at this many messages, whatever their size (small messages
+/// cost more than their bytes).
+const READ_AHEAD_MESSAGES: usize = 100_000;
+
+/// Limits a session works within, from the server's configuration.
+#[derive(Debug, Clone)]
+pub(crate) struct Limits {
+    pub(crate) max_message_bytes: usize,
+    pub(crate) max_output_bytes: usize,
+    pub(crate) max_read_ahead_bytes: usize,
+    pub(crate) log_bad_input: bool,
+}
+
+/// What happened to a request when the handler was asked to start it.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Start {
+    /// Run the handler.
+    Run,
+    /// The peer cancelled it before it started: never run, never answered.
+    Dropped,
+    /// Refused without running: its id is already taken by a request whose answer is still
+    /// owed (two answers with one id would be ambiguous, and one would be lost).
+    Refused(Response),
+}
+
+/// The protocol state of one served connection.
+#[derive(Debug)]
+pub(crate) struct Session {
+    /// Unread input, split into lines.
+    pub(crate) lines: LineBuffer,
+    /// Output waiting for the peer to read.
+    pub(crate) queue: WriteQueue,
+    /// The input ended: the last line without a newline counts too.
+    pub(crate) input_eof: bool,
+    /// Messages read ahead (by a handler waiting for something, or while too many requests
+    /// are in flight) and not yet handled, in arrival order, each with its line's length.
+    /// They are handled before any new line.
+    pub(crate) deferred: VecDeque<(Parsed, usize)>,
+    /// The line lengths in `deferred`, added up. Invariant: below `max_read_ahead_bytes` plus
+    /// one message.
+    deferred_bytes: usize,
+    max_read_ahead_bytes: usize,
+    /// The peer closed our output: nothing more can be delivered.
+    pub(crate) peer_gone: bool,
+    /// A shutdown signal that arrived.
+    pub(crate) signal: Option<i32>,
+    /// Ids of requests to the peer, shared with other threads' outboxes.
+    next_request_id: Arc<AtomicI64>,
+    /// Requests whose answer a [`crate::Responder`] owes, with their cancellation and whether
+    /// the peer may cancel them.
+    pub(crate) owed: HashMap<RequestId, (CancelToken, bool)>,
+    /// Requests other threads sent to the peer, and where their responses go.
+    outbound: HashMap<RequestId, Sender<Response>>,
+    /// Data posted for the handler, handed to it on the loop's thread after the current call.
+    pub(crate) posts: VecDeque<Box<dyn std::any::Any + Send>>,
+    /// Requests answered later whose cancellation by the peer the handler has not been told
+    /// of yet ([`crate::Handler::handle_cancelled`]).
+    pub(crate) cancelled_owed: VecDeque<RequestId>,
+    /// The method of the notification that cancels a request (`notifications/cancelled` in
+    /// MCP), from [`crate::Handler::cancel_method`]; `None` turns cancellation off.
+    pub(crate) cancel_method: Option<String>,
+    /// The request whose handler is running, if it may be cancelled.
+    pub(crate) running: Option<RequestId>,
+    /// The peer cancelled the running request.
+    pub(crate) running_cancelled: bool,
+    /// The running handler will answer its request later itself (a responder, or a long-lived
+    /// MCP `subscriptions/listen`): the loop sends no response when it returns.
+    pub(crate) response_withheld: bool,
+    /// Ids of requests waiting in `deferred` that the peer cancelled before they started.
+    /// Invariant: every id here named a request in `deferred` when it was added, so the set is
+    /// never larger than the queue was.
+    pub(crate) cancelled_queued: HashSet<RequestId>,
+    /// The id of a request we sent and whose response a handler is waiting for.
+    pub(crate) awaiting: Option<RequestId>,
+    /// That response, once it arrived.
+    pub(crate) arrived: Option<Response>,
+    /// The method of the request being handled, for a panic report; reused across requests.
+    method_scratch: String,
+    pub(crate) stats: Stats,
+    pub(crate) diagnostics: Diagnostics,
+    max_message_bytes: usize,
+}
+
+impl Session {
+    /// A session with nothing read or written yet; `next_request_id` is shared with the
+    /// outboxes of other threads.
+    pub(crate) fn new(limits: &Limits, next_request_id: Arc<AtomicI64>) -> Session {
+        Session {
+            lines: LineBuffer::new(limits.max_message_bytes),
+            queue: WriteQueue::new(limits.max_output_bytes),
+            input_eof: false,
+            deferred: VecDeque::new(),
+            deferred_bytes: 0,
+            max_read_ahead_bytes: limits.max_read_ahead_bytes,
+            peer_gone: false,
+            signal: None,
+            next_request_id,
+            owed: HashMap::new(),
+            outbound: HashMap::new(),
+            posts: VecDeque::new(),
+            cancelled_owed: VecDeque::new(),
+            cancel_method: None,
+            running: None,
+            running_cancelled: false,
+            response_withheld: false,
+            cancelled_queued: HashSet::new(),
+            awaiting: None,
+            arrived: None,
+            method_scratch: String::new(),
+            stats: Stats::default(),
+            diagnostics: Diagnostics::new(limits.log_bad_input),
+            max_message_bytes: limits.max_message_bytes,
+        }
+    }
+
+    /// Room to read input into; say how much was read with [`Session::received`].
+    pub(crate) fn input_space(&mut self) -> &mut [u8] {
+        self.lines.spare()
+    }
+
+    /// `n` bytes were read into [`Session::input_space`].
+    pub(crate) fn received(&mut self, n: usize) {
+        self.lines.commit(n);
+        self.stats.bytes_in += n as u64;
+    }
+
+    /// Queues a message for the peer (the shell writes the queue).
+    pub(crate) fn enqueue(&mut self, message: &Message) {
+        self.queue.push(message);
+    }
+
+    /// Takes one event from another thread: an answer is queued (unless the peer cancelled its
+    /// request), a notification or request queued for the peer, a post kept for the handler.
+    pub(crate) fn take_event(&mut self, event: Event) {
+        match event {
+            Event::Answer { id, result } => {
+                let Some((token, _)) = self.owed.remove(&id) else {
+                    return;
+                };
+                // A request the peer cancelled gets no answer; one stopped by a shutdown still
+                // does (whatever the handler made of it).
+                if !token.cancelled_by_peer() && !self.peer_gone {
+                    self.enqueue(&answer_message(id, result));
+                }
+            }
+            Event::Notify(notification) => {
+                if !self.peer_gone {
+                    self.enqueue(&Message::Notification(notification));
+                }
+            }
+            Event::Send(message) => {
+                if !self.peer_gone {
+                    self.enqueue(&message);
+                }
+            }
+            Event::Request { request, reply } => {
+                if self.peer_gone {
+                    return; // dropping `reply` tells the sender
+                }
+                self.outbound.insert(request.id.clone(), reply);
+                self.enqueue(&Message::Request(request));
+            }
+            Event::Forget { id, reason } => {
+                if self.outbound.remove(&id).is_some() {
+                    if let Some(cancel) = self.cancel_method.clone() {
+                        let params = serde_json::json!({
+                            "requestId": id.to_value(),
+                            "reason": reason,
+                        });
+                        self.enqueue(&Message::Notification(Notification {
+                            method: cancel,
+                            params: Some(params),
+                        }));
+                    }
+                }
+            }
+            Event::Post(data) => self.posts.push_back(data),
+        }
+    }
+
+    /// Called before a request's handler runs: drops a request the peer cancelled while it
+    /// was queued, and otherwise marks it running (`cancellable`: the peer may cancel it).
+    pub(crate) fn start_request(
+        &mut self,
+        request: &crate::message::Request,
+        cancellable: bool,
+    ) -> Start {
+        let cancellable = cancellable && self.cancel_method.is_some();
+        if self.cancelled_queued.remove(&request.id) && cancellable {
+            self.stats.cancelled += 1;
+            return Start::Dropped;
+        }
+        if self.owed.contains_key(&request.id) {
+            self.stats.bad_messages += 1;
+            let error = ErrorObject::new(
+                ErrorCode::INVALID_REQUEST,
+                format!(
+                    "invalid request: the id {} is already used by a request in flight",
+                    request.id
+                ),
+            );
+            return Start::Refused(Response::error(Some(request.id.clone()), error));
+        }
+        self.stats.requests += 1;
+        // Kept for a panic report only, in a reused buffer: no allocation per request.
+        self.method_scratch.clear();
+        self.method_scratch.push_str(&request.method);
+        self.running = cancellable.then(|| request.id.clone());
+        self.running_cancelled = false;
+        self.response_withheld = false;
+        Start::Run
+    }
+
+    /// Called when the request's handler returned (`Err`: it panicked, with the panic's
+    /// message): the response to send, if any. None when the peer cancelled it meanwhile, or
+    /// when the handler answers later itself.
+    pub(crate) fn finish_request(
+        &mut self,
+        id: RequestId,
+        result: Result<Result<Value, ErrorObject>, String>,
+    ) -> Option<Response> {
+        self.running = None;
+        let withheld = std::mem::take(&mut self.response_withheld);
+        if std::mem::take(&mut self.running_cancelled) {
+            // The peer cancelled it while it ran: it gets no response, and a responder that
+            // holds it sees the cancellation.
+            self.stats.cancelled += 1;
+            if let Some((token, _)) = self.owed.get(&id) {
+                token.cancel_by_peer();
+            }
+            if let Err(panic) = result {
+                self.report_panic(&id, &panic);
+            }
+            return None;
+        }
+        if withheld && result.is_ok() {
+            // The handler answers later: through a responder, or `Context::send`.
+            return None;
+        }
+        // A panic answers here, even when a responder had been taken: its answer (the
+        // responder's drop during the unwinding) is no longer owed.
+        self.owed.remove(&id);
+        match result {
+            Ok(result) => Some(Response {
+                id: Some(id),
+                result,
+            }),
+            Err(panic) => {
+                self.report_panic(&id, &panic);
+                let method = &self.method_scratch;
+                Some(Response::error(
+                    Some(id),
+                    ErrorObject::internal(format!(
+                        "internal error: the handler panicked while handling {method}"
+                    )),
+                ))
+            }
+        }
+    }
+
+    fn report_panic(&mut self, id: &RequestId, panic: &str) {
+        self.stats.handler_panics += 1;
+        let method = &self.method_scratch;
+        crate::diagnostics::line(&format!(
+            "mcpipe: the handler panicked on {method} (id {id}): {panic}"
+        ));
+    }
+
+    /// The next message to handle: read-ahead first, then complete lines in the buffer; at end
+    /// of file also the last line without a newline. `None` when more input is needed.
+    pub(crate) fn next_parsed(&mut self) -> Option<Parsed> {
+        if let Some((parsed, bytes)) = self.deferred.pop_front() {
+            self.deferred_bytes -= bytes;
+            return Some(parsed);
+        }
+        self.parse_next_line().map(|(parsed, _)| parsed)
+    }
+
+    /// Whether the read-ahead queue holds its limit: no more input is taken until it drains.
+    pub(crate) fn read_ahead_full(&self) -> bool {
+        self.deferred_bytes >= self.max_read_ahead_bytes
+            || self.deferred.len() >= READ_AHEAD_MESSAGES
+    }
+
+    /// Parses every complete line already in the line buffer into the read-ahead queue (no
+    /// syscall), so that cancellations among them take effect before the requests they name
+    /// start. Does nothing unless cancellation is on.
+    pub(crate) fn read_ahead_buffered(&mut self) {
+        if self.cancel_method.is_none() && self.outbound.is_empty() {
+            return;
+        }
+        while !self.read_ahead_full() {
+            let Some((parsed, bytes)) = self.parse_next_line() else {
+                break;
+            };
+            self.defer(parsed, bytes);
+        }
+    }
+
+    /// Like [`Session::read_ahead_buffered`], but also without a cancel method: used while
+    /// too many requests are in flight, so that the line buffer never grows past one read.
+    pub(crate) fn read_ahead_always(&mut self) {
+        while !self.read_ahead_full() {
+            let Some((parsed, bytes)) = self.parse_next_line() else {
+                break;
+            };
+            self.defer(parsed, bytes);
+        }
+    }
+
+    /// Puts a message read ahead into the queue, unless it is the news a waiting handler needs:
+    /// a cancellation that names the running request or a queued one (recorded and consumed),
+    /// or the response a handler is waiting for (kept aside). Everything else keeps its place in
+    /// arrival order.
+    fn defer(&mut self, parsed: Parsed, bytes: usize) {
+        match &parsed {
+            Parsed::Single(Message::Notification(n))
+                if Some(n.method.as_str()) == self.cancel_method.as_deref() =>
+            {
+                let target = n
+                    .params
+                    .as_ref()
+                    .and_then(|p| p.get("requestId"))
+                    .and_then(RequestId::from_value);
+                if let Some(id) = target {
+                    if self.running.as_ref() == Some(&id) {
+                        self.running_cancelled = true;
+                        return;
+                    }
+                    if self.cancel_owed(&id) {
+                        return;
+                    }
+                    let queued = self.deferred.iter().any(
+                        |(p, _)| matches!(p, Parsed::Single(Message::Request(r)) if r.id == id),
+                    );
+                    if queued {
+                        self.cancelled_queued.insert(id);
+                        return;
+                    }
+                }
+                // Unknown, finished or malformed: the handler sees it in order (and may
+                // ignore it, as MCP says to).
+            }
+            Parsed::Single(Message::Response(r))
+                if r.id.is_some() && r.id == self.awaiting && self.arrived.is_none() =>
+            {
+                if let Parsed::Single(Message::Response(r)) = parsed {
+                    self.arrived = Some(r);
+                }
+                return;
+            }
+            Parsed::Single(Message::Response(r))
+                if r.id
+                    .as_ref()
+                    .is_some_and(|id| self.outbound.contains_key(id)) =>
+            {
+                if let Parsed::Single(Message::Response(r)) = parsed {
+                    self.route_response(r);
+                }
+                return;
+            }
+            _ => {}
+        }
+        self.deferred_bytes += bytes;
+        self.deferred.push_back((parsed, bytes));
+    }
+
+    /// Cancels a request whose answer a responder owes, if `id` names one the peer may cancel;
+    /// its answer will not be sent.
+    pub(crate) fn cancel_owed(&mut self, id: &RequestId) -> bool {
+        match self.owed.get(id) {
+            Some((token, true)) => {
+                if !token.is_cancelled() {
+                    token.cancel_by_peer();
+                    self.stats.cancelled += 1;
+                    self.cancelled_owed.push_back(id.clone());
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Hands a response to the thread that sent the request, if one did; `Err` gives it back.
+    pub(crate) fn route_response(&mut self, response: Response) -> Option<Response> {
+        let Some(reply) = response.id.as_ref().and_then(|id| self.outbound.remove(id)) else {
+            return Some(response);
+        };
+        // The sender may have given up meanwhile; then the answer is simply late.
+        let _ = reply.send(response);
+        None
+    }
+
+    /// Cancels every request a responder still owes, for the reason given.
+    pub(crate) fn cancel_all_owed(&mut self, shutdown: bool) {
+        for (token, _) in self.owed.values() {
+            if shutdown {
+                token.cancel_for_shutdown();
+            } else {
+                token.cancel_peer_gone();
+            }
+        }
+    }
+
+    /// Answers every request still owed with an error (the server is ending) and forgets them.
+    pub(crate) fn fail_owed(&mut self, why: &str) {
+        let owed: Vec<RequestId> = self.owed.drain().map(|(id, _)| id).collect();
+        for id in owed {
+            let error = ErrorObject::internal(format!("internal error: {why}"));
+            self.enqueue(&answer_message(id, Err(error)));
+        }
+    }
+
+    /// Whether the peer has cancelled the running request, or the loop must end (a shutdown
+    /// signal, the peer gone).
+    pub(crate) fn interrupted(&self) -> bool {
+        self.running_cancelled || self.signal.is_some() || self.peer_gone
+    }
+
+    /// Parses the next complete line of the buffer (at end of file also the last line without
+    /// a newline), with the line's length.
+    fn parse_next_line(&mut self) -> Option<(Parsed, usize)> {
+        let line = if self.input_eof {
+            self.lines.finish()
+        } else {
+            self.lines.next_line()
+        }?;
+        let mut length = self.max_message_bytes;
+        let parsed = match line {
+            Line::Complete(bytes) => {
+                length = bytes.len();
+                let parsed = parse_line(bytes);
+                if let Parsed::Invalid(response) = &parsed {
+                    self.stats.bad_messages += 1;
+                    let why = response.result.as_ref().err().map(|e| e.message.clone());
+                    let shown = excerpt(bytes);
+                    self.diagnostics.report(|| {
+                        format!(
+                            "bad input answered with an error: {}: {shown}",
+                            why.unwrap_or_default()
+                        )
+                    });
+                }
+                parsed
+            }
+            Line::Oversize => {
+                self.stats.bad_messages += 1;
+                self.stats.oversize_messages += 1;
+                let limit = self.max_message_bytes;
+                self.diagnostics
+                    .report(|| format!("a message longer than {limit} bytes was dropped"));
+                Parsed::Invalid(Response::error(
+                    None,
+                    ErrorObject::new(
+                        ErrorCode::INVALID_REQUEST,
+                        format!("invalid request: the message is longer than the limit of {limit} bytes"),
+                    )
+                    .with_data(serde_json::json!({ "maxMessageBytes": limit })),
+                ))
+            }
+        };
+        self.lines.give_back();
+        Some((parsed, length))
+    }
+
+    /// A fresh id for a request we send to the peer.
+    pub(crate) fn next_request_id(&mut self) -> i64 {
+        self.next_request_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Why the running handler was interrupted, as an error.
+    pub(crate) fn interruption_error(&self) -> Error {
+        if self.running_cancelled {
+            Error::Cancelled
+        } else if self.peer_gone {
+            Error::PeerGone
+        } else {
+            Error::Shutdown
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn session() -> Session {
+        let limits = Limits {
+            max_message_bytes: 1 << 20,
+            max_output_bytes: 1 << 20,
+            max_read_ahead_bytes: 1 << 20,
+            log_bad_input: false,
+        };
+        let mut session = Session::new(&limits, Arc::new(AtomicI64::new(1)));
+        session.cancel_method = Some("cancel".to_owned());
+        session
+    }
+
+    /// Feeds bytes as if one read brought them.
+    fn feed(session: &mut Session, bytes: &[u8]) {
+        let space = session.input_space();
+        space[..bytes.len()].copy_from_slice(bytes);
+        session.received(bytes.len());
+    }
+
+    fn ids(session: &Session) -> Vec<String> {
+        session
+            .deferred
+            .iter()
+            .map(|(p, _)| match p {
+                Parsed::Single(Message::Request(r)) => r.id.to_string(),
+                Parsed::Single(Message::Notification(n)) => n.method.clone(),
+                _ => "other".to_owned(),
+            })
+            .collect()
+    }
+
+    fn written(session: &mut Session) -> String {
+        let mut out = Vec::new();
+        session
+            .queue
+            .write_to(|bytes| {
+                out.extend_from_slice(bytes);
+                Ok(bytes.len())
+            })
+            .unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn a_cancellation_read_ahead_marks_the_queued_request_and_is_consumed() {
+        let mut s = session();
+        feed(
+            &mut s,
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"a\"}\n\
+              {\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"b\"}\n\
+              {\"jsonrpc\":\"2.0\",\"method\":\"cancel\",\"params\":{\"requestId\":2}}\n\
+              {\"jsonrpc\":\"2.0\",\"method\":\"cancel\",\"params\":{\"requestId\":9}}\n\
+              {\"jsonrpc\":\"2.0\",\"method\":\"other\"}\n",
+        );
+        s.read_ahead_buffered();
+        // Order kept; the matching cancellation consumed; the unknown one kept for the handler.
+        assert_eq!(ids(&s), ["1", "2", "cancel", "other"]);
+        assert!(s.cancelled_queued.contains(&RequestId::from(2)));
+        assert!(!s.cancelled_queued.contains(&RequestId::from(9)));
+        // Request 2 is then dropped when its turn comes: never run, never answered.
+        let Some(Parsed::Single(Message::Request(one))) = s.next_parsed() else {
+            panic!()
+        };
+        assert_eq!(s.start_request(&one, true), Start::Run);
+        let Some(Parsed::Single(Message::Request(two))) = s.next_parsed() else {
+            panic!()
+        };
+        assert_eq!(s.start_request(&two, true), Start::Dropped);
+        assert_eq!(s.stats.cancelled, 1);
+    }
+
+    #[test]
+    fn a_cancellation_of_the_running_request_suppresses_its_response() {
+        let mut s = session();
+        feed(
+            &mut s,
+            b"{\"jsonrpc\":\"2.0\",\"id\":\"r\",\"method\":\"slow\"}\n",
+        );
+        let Some(Parsed::Single(Message::Request(r))) = s.next_parsed() else {
+            panic!()
+        };
+        assert_eq!(s.start_request(&r, true), Start::Run);
+        feed(
+            &mut s,
+            b"{\"jsonrpc\":\"2.0\",\"method\":\"cancel\",\"params\":{\"requestId\":\"r\"}}\n",
+        );
+        s.read_ahead_buffered();
+        assert!(s.interrupted());
+        assert!(s.deferred.is_empty());
+        assert_eq!(s.finish_request(r.id, Ok(Ok(Value::Null))), None);
+    }
+
+    #[test]
+    fn without_a_cancel_method_nothing_is_read_ahead() {
+        let mut s = session();
+        s.cancel_method = None;
+        feed(&mut s, b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"a\"}\n");
+        s.read_ahead_buffered();
+        assert!(s.deferred.is_empty());
+        assert!(matches!(s.next_parsed(), Some(Parsed::Single(_))));
+    }
+
+    #[test]
+    fn the_awaited_response_is_kept_aside_and_others_stay_queued() {
+        let mut s = session();
+        s.awaiting = Some(RequestId::from(7));
+        feed(
+            &mut s,
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n\
+              {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n",
+        );
+        s.read_ahead_buffered();
+        assert_eq!(ids(&s), ["1"]);
+        assert_eq!(s.arrived.as_ref().unwrap().id, Some(RequestId::from(7)));
+    }
+
+    #[test]
+    fn read_ahead_stops_at_its_byte_limit_and_resumes_when_drained() {
+        let limits = Limits {
+            max_message_bytes: 1 << 20,
+            max_output_bytes: 1 << 20,
+            max_read_ahead_bytes: 100,
+            log_bad_input: false,
+        };
+        let mut s = Session::new(&limits, Arc::new(AtomicI64::new(1)));
+        s.cancel_method = Some("cancel".to_owned());
+        let line = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"a\",\"params\":{}}\n";
+        for _ in 0..10 {
+            feed(&mut s, line);
+        }
+        s.read_ahead_buffered();
+        // Two lines of 48 bytes stay under 100; the third reaches it, and parsing stops there.
+        assert_eq!(s.deferred.len(), 3);
+        assert!(s.read_ahead_full());
+        s.next_parsed().unwrap();
+        assert!(!s.read_ahead_full());
+        s.read_ahead_buffered();
+        assert_eq!(s.deferred.len(), 3);
+    }
+
+    #[test]
+    fn a_cancellation_of_an_owed_request_cancels_its_token_and_drops_its_answer() {
+        let mut s = session();
+        let token = CancelToken::new();
+        s.owed.insert(RequestId::from(5), (token.clone(), true));
+        feed(
+            &mut s,
+            b"{\"jsonrpc\":\"2.0\",\"method\":\"cancel\",\"params\":{\"requestId\":5}}\n",
+        );
+        s.read_ahead_buffered();
+        assert!(token.is_cancelled());
+        assert!(s.deferred.is_empty());
+        assert_eq!(s.stats.cancelled, 1);
+        s.take_event(Event::Answer {
+            id: RequestId::from(5),
+            result: Ok(Value::Null),
+        });
+        assert!(s.owed.is_empty());
+        assert_eq!(written(&mut s), "");
+    }
+
+    #[test]
+    fn an_owed_answer_is_written_once_and_a_late_duplicate_is_ignored() {
+        let mut s = session();
+        s.owed
+            .insert(RequestId::from(3), (CancelToken::new(), true));
+        for _ in 0..2 {
+            s.take_event(Event::Answer {
+                id: RequestId::from(3),
+                result: Ok(serde_json::json!({ "ok": true })),
+            });
+        }
+        assert_eq!(
+            written(&mut s),
+            "{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{\"ok\":true}}\n"
+        );
+    }
+
+    #[test]
+    fn a_response_to_a_thread_s_request_goes_to_that_thread_and_forgetting_cancels_it() {
+        let mut s = session();
+        let (reply, answer) = std::sync::mpsc::channel();
+        let request = crate::message::Request {
+            id: RequestId::from(40),
+            method: "roots/list".to_owned(),
+            params: None,
+        };
+        s.take_event(Event::Request { request, reply });
+        assert!(written(&mut s).contains("\"method\":\"roots/list\""));
+        feed(
+            &mut s,
+            b"{\"jsonrpc\":\"2.0\",\"id\":40,\"result\":{\"roots\":[]}}\n",
+        );
+        s.read_ahead_buffered();
+        assert!(s.deferred.is_empty(), "routed, not queued for the handler");
+        assert!(answer.try_recv().unwrap().result.is_ok());
+        // A second request, forgotten: the peer is told, and its late response is the
+        // handler's (nobody waits for it any more).
+        let (reply, _answer) = std::sync::mpsc::channel();
+        let request = crate::message::Request {
+            id: RequestId::from(41),
+            method: "sampling/createMessage".to_owned(),
+            params: None,
+        };
+        s.take_event(Event::Request { request, reply });
+        s.take_event(Event::Forget {
+            id: RequestId::from(41),
+            reason: "timeout".to_owned(),
+        });
+        let out = written(&mut s);
+        assert!(
+            out.contains("\"method\":\"cancel\"") && out.contains("\"requestId\":41"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn a_panicking_handler_with_a_taken_responder_is_answered_once() {
+        let mut s = session();
+        feed(
+            &mut s,
+            b"{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"boom\"}\n",
+        );
+        let Some(Parsed::Single(Message::Request(r))) = s.next_parsed() else {
+            panic!()
+        };
+        s.start_request(&r, true);
+        // The handler took a responder, then panicked.
+        s.response_withheld = true;
+        s.owed
+            .insert(RequestId::from(8), (CancelToken::new(), true));
+        let response = s.finish_request(r.id, Err("boom".to_owned())).unwrap();
+        assert!(response.result.is_err());
+        // The responder's drop during the unwinding sends an answer: no longer owed, ignored.
+        s.take_event(Event::Answer {
+            id: RequestId::from(8),
+            result: Err(ErrorObject::internal("dropped")),
+        });
+        assert_eq!(written(&mut s), "");
+        assert_eq!(s.stats.handler_panics, 1);
+    }
+}
