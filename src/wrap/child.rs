@@ -109,10 +109,9 @@ impl Shared {
         }
     }
 
-    /// Queues one line (without its newline) for the server.
+    /// Queues one message, as a line, for the server.
     pub(super) fn to_server(&self, message: &Message) {
-        let mut line = message.to_line();
-        line.push(b'\n');
+        let line = message.to_line();
         lock(&self.queue).lines.push_back(line);
         self.queue_changed.notify_all();
     }
@@ -236,18 +235,14 @@ fn queue_replay(shared: &Shared) {
             method: "notifications/initialized".to_owned(),
             params: None,
         });
-        let mut bytes = line.to_line();
-        bytes.push(b'\n');
-        queue.lines.push_front(bytes);
+        queue.lines.push_front(line.to_line());
     }
     let init = Message::Request(crate::message::Request {
         id: id.clone(),
         method: "initialize".to_owned(),
         params: Some(params),
     });
-    let mut bytes = init.to_line();
-    bytes.push(b'\n');
-    queue.lines.push_front(bytes);
+    queue.lines.push_front(init.to_line());
     *lock(&shared.replay) = Some(id);
 }
 
