@@ -201,7 +201,7 @@ fn make_survey(target: &Target) -> Survey {
             } else {
                 calls += 1;
                 let called = call(&mut client, target, &name, args);
-                let died = client.pid().is_none() || survives(&mut client, target, "").is_err();
+                let died = survives(&mut client, target, "the call").is_err();
                 entry.called = Some(called);
                 if died {
                     survey.failure = Some(format!("the server did not survive calling {name}"));
