@@ -223,7 +223,10 @@ fn in_process_server(
     input: std::io::PipeReader,
     output: std::io::PipeWriter,
 ) -> std::thread::JoinHandle<()> {
-    use mcpipe::{McpServer, Server, Tool, ToolResult};
+    use mcpipe::{
+        Content, McpServer, Prompt, PromptMessage, Resource, ResourceContents, ResourceTemplate,
+        Server, Tool, ToolResult,
+    };
     use std::os::fd::AsFd;
     std::thread::spawn(move || {
         let mut server = McpServer::new("pool-test", "0", ())
@@ -238,7 +241,26 @@ fn in_process_server(
                     cx.sleep(Duration::from_millis(ms))?;
                     Ok(ToolResult::text(format!("napped {ms}")))
                 },
-            );
+            )
+            .concurrent_resource(Resource::new("slow://one", "one"), |uri, cx| {
+                cx.sleep(Duration::from_millis(300))
+                    .map_err(|e| mcpipe::ErrorObject::internal(e.to_string()))?;
+                Ok(vec![ResourceContents::text(uri, None, "slowly read")])
+            })
+            .concurrent_resource_template(
+                ResourceTemplate::new("slow://t/{name}", "t"),
+                |uri, vars, _cx| {
+                    if vars.string("name").is_ok_and(|n| n == "missing") {
+                        return Err(Resource::not_found(uri));
+                    }
+                    Ok(vec![ResourceContents::text(uri, None, "templated")])
+                },
+            )
+            .concurrent_prompt(Prompt::new("slow", "A slow prompt"), |_args, cx| {
+                cx.sleep(Duration::from_millis(300))
+                    .map_err(|e| mcpipe::ErrorObject::internal(e.to_string()))?;
+                Ok(vec![PromptMessage::user(Content::text("slowly made"))])
+            });
         let outcome = Server::new()
             .handle_signals(false)
             .log_bad_input(false)
@@ -308,4 +330,80 @@ fn a_panicking_concurrent_tool_is_an_error_result_and_the_pool_goes_on_and_ends_
     drop(in_w);
     server.join().unwrap();
     assert_eq!(worker_threads(), 0, "no worker thread outlives the server");
+}
+
+#[test]
+fn concurrent_resources_and_prompts_run_on_the_pool_in_both_eras() {
+    use std::io::Write;
+    let _w = watchdog("concurrent_reads", Duration::from_secs(60));
+    let (in_r, mut in_w) = std::io::pipe().unwrap();
+    let (out_r, out_w) = std::io::pipe().unwrap();
+    let server = in_process_server(in_r, out_w);
+    let lines = util::line_channel(out_r);
+    let mut send = |v: serde_json::Value| {
+        in_w.write_all(format!("{v}\n").as_bytes()).unwrap();
+    };
+    // 2026-07-28 first (no handshake), then the handshake era.
+    let meta = json!({ "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                       "io.modelcontextprotocol/clientCapabilities": {} });
+    send(json!({"jsonrpc":"2.0","id":"m1","method":"resources/read",
+                "params":{"uri":"slow://one","_meta":meta}}));
+    send(json!({"jsonrpc":"2.0","id":"m2","method":"resources/read",
+                "params":{"uri":"slow://t/missing","_meta":meta}}));
+    let mut modern = std::collections::BTreeMap::new();
+    for _ in 0..2 {
+        let msg = util::recv_json(&lines);
+        modern.insert(msg["id"].as_str().unwrap().to_owned(), msg);
+    }
+    let read = &modern["m1"]["result"];
+    assert_eq!(read["contents"][0]["text"], "slowly read", "{read}");
+    assert_eq!(read["resultType"], "complete", "{read}");
+    assert!(
+        read["ttlMs"].is_number(),
+        "a read carries caching hints: {read}"
+    );
+    assert_eq!(modern["m2"]["error"]["code"], -32602, "{}", modern["m2"]);
+
+    send(
+        json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
+        "protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}),
+    );
+    assert!(util::recv_json(&lines)["result"].is_object());
+    let started = Instant::now();
+    send(json!({"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"slow://one"}}));
+    send(json!({"jsonrpc":"2.0","id":2,"method":"prompts/get","params":{"name":"slow"}}));
+    send(json!({"jsonrpc":"2.0","id":3,"method":"ping"}));
+    let first = util::recv_json(&lines);
+    assert_eq!(first["id"], 3, "the ping waits for neither: {first}");
+    assert!(
+        started.elapsed() < Duration::from_millis(250),
+        "{:?}",
+        started.elapsed()
+    );
+    let mut rest = std::collections::BTreeMap::new();
+    for _ in 0..2 {
+        let msg = util::recv_json(&lines);
+        rest.insert(msg["id"].as_i64().unwrap(), msg);
+    }
+    assert_eq!(rest[&1]["result"]["contents"][0]["text"], "slowly read");
+    assert!(
+        rest[&1]["result"].get("resultType").is_none(),
+        "not in the handshake era"
+    );
+    assert_eq!(
+        rest[&2]["result"]["messages"][0]["content"]["text"],
+        "slowly made"
+    );
+    // Both slow ones ran at once: about 300 ms, not 600.
+    assert!(
+        started.elapsed() < Duration::from_millis(550),
+        "{:?}",
+        started.elapsed()
+    );
+    send(
+        json!({"jsonrpc":"2.0","id":4,"method":"resources/read","params":{"uri":"slow://t/missing"}}),
+    );
+    assert_eq!(util::recv_json(&lines)["error"]["code"], -32002);
+    drop(in_w);
+    server.join().unwrap();
 }

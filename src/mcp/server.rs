@@ -76,6 +76,27 @@ type ReadFn<S> = Box<
 type PromptFn<S> = Box<
     dyn FnMut(&mut S, &Arguments, &mut McpContext<'_>) -> Result<Vec<PromptMessage>, ErrorObject>,
 >;
+/// A resource reader that runs on the worker pool (it gets the URI and the template's
+/// variables, and shares what it captures).
+type ConcurrentReadFn = Arc<
+    dyn Fn(&str, &Arguments, &mut McpContext<'_>) -> Result<Vec<ResourceContents>, ErrorObject>
+        + Send
+        + Sync,
+>;
+/// A prompt function that runs on the worker pool.
+type ConcurrentPromptFn = Arc<
+    dyn Fn(&Arguments, &mut McpContext<'_>) -> Result<Vec<PromptMessage>, ErrorObject>
+        + Send
+        + Sync,
+>;
+
+/// Where a resource reader or a prompt function runs, as for tools: on the loop's thread
+/// (with `&mut S`) or on the worker pool.
+enum Runner<L, C> {
+    OnLoop(L),
+    Concurrent(C),
+}
+
 type CompleteFn<S> = Box<
     dyn FnMut(&mut S, &Value, &str, &str, &mut McpContext<'_>) -> Result<Vec<String>, ErrorObject>,
 >;
@@ -119,9 +140,9 @@ pub struct McpServer<S = ()> {
     info: Value,
     instructions: Option<String>,
     tools: Vec<(Tool, ToolRunner<S>)>,
-    resources: Vec<(Resource, ReadFn<S>)>,
-    templates: Vec<(ResourceTemplate, ReadFn<S>)>,
-    prompts: Vec<(Prompt, PromptFn<S>)>,
+    resources: Vec<(Resource, Runner<ReadFn<S>, ConcurrentReadFn>)>,
+    templates: Vec<(ResourceTemplate, Runner<ReadFn<S>, ConcurrentReadFn>)>,
+    prompts: Vec<(Prompt, Runner<PromptFn<S>, ConcurrentPromptFn>)>,
     completion: Option<CompleteFn<S>>,
     on_idle: Option<IdleFn<S>>,
     page_size: usize,
@@ -317,8 +338,38 @@ impl<S: 'static> McpServer<S> {
         self.resources.retain(|(r, _)| r.uri() != resource.uri());
         self.resources.push((
             resource,
-            Box::new(move |state, uri, _vars, cx| read(state, uri, cx)),
+            Runner::OnLoop(Box::new(move |state, uri, _vars, cx| read(state, uri, cx))),
         ));
+        self
+    }
+
+    /// [`McpServer::resource`] whose reader runs on the worker pool (see
+    /// [`McpServer::concurrent_tool`]): for reads that wait on disk, network or a process.
+    pub fn concurrent_resource(
+        mut self,
+        resource: Resource,
+        read: impl Fn(&str, &mut McpContext<'_>) -> Result<Vec<ResourceContents>, ErrorObject>
+            + Send
+            + Sync
+            + 'static,
+    ) -> McpServer<S> {
+        self.resources.retain(|(r, _)| r.uri() != resource.uri());
+        let read: ConcurrentReadFn = Arc::new(move |uri, _vars, cx| read(uri, cx));
+        self.resources.push((resource, Runner::Concurrent(read)));
+        self
+    }
+
+    /// [`McpServer::resource_template`] whose reader runs on the worker pool.
+    pub fn concurrent_resource_template(
+        mut self,
+        template: ResourceTemplate,
+        read: impl Fn(&str, &Arguments, &mut McpContext<'_>) -> Result<Vec<ResourceContents>, ErrorObject>
+            + Send
+            + Sync
+            + 'static,
+    ) -> McpServer<S> {
+        self.templates
+            .push((template, Runner::Concurrent(Arc::new(read))));
         self
     }
 
@@ -336,7 +387,8 @@ impl<S: 'static> McpServer<S> {
             ) -> Result<Vec<ResourceContents>, ErrorObject>
             + 'static,
     ) -> McpServer<S> {
-        self.templates.push((template, Box::new(read)));
+        self.templates
+            .push((template, Runner::OnLoop(Box::new(read))));
         self
     }
 
@@ -353,7 +405,23 @@ impl<S: 'static> McpServer<S> {
             + 'static,
     ) -> McpServer<S> {
         self.prompts.retain(|(p, _)| p.name() != prompt.name());
-        self.prompts.push((prompt, Box::new(get)));
+        self.prompts.push((prompt, Runner::OnLoop(Box::new(get))));
+        self
+    }
+
+    /// [`McpServer::prompt`] whose function runs on the worker pool (see
+    /// [`McpServer::concurrent_tool`]).
+    pub fn concurrent_prompt(
+        mut self,
+        prompt: Prompt,
+        get: impl Fn(&Arguments, &mut McpContext<'_>) -> Result<Vec<PromptMessage>, ErrorObject>
+            + Send
+            + Sync
+            + 'static,
+    ) -> McpServer<S> {
+        self.prompts.retain(|(p, _)| p.name() != prompt.name());
+        self.prompts
+            .push((prompt, Runner::Concurrent(Arc::new(get))));
         self
     }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
-use super::{modern_result, ConcurrentToolFn, McpServer, ToolRunner};
+use super::{modern_result, ConcurrentToolFn, McpServer, Runner, ToolRunner};
 use crate::diagnostics;
 use crate::handler::{catch_panic, Context};
 use crate::mcp::arguments::Arguments;
@@ -15,7 +15,7 @@ use crate::mcp::era;
 use crate::mcp::input::{self, Rounds};
 use crate::mcp::logging::LogLevel;
 use crate::mcp::prompt::PromptMessage;
-use crate::mcp::resource::{Resource, ResourceContents};
+use crate::mcp::resource::{Resource, ResourceContents, RESOURCE_NOT_FOUND};
 use crate::mcp::tool::{ToolError, ToolResult};
 use crate::message::ErrorObject;
 use crate::worker_pool::WorkerPool;
@@ -33,6 +33,31 @@ struct WorkerCall {
     token: Option<Value>,
     rounds: Rounds,
     arguments: Arguments,
+}
+
+/// What a concurrent resource read or prompt takes to its worker thread.
+struct WorkerJob {
+    /// The server's info, for a 2026-07-28 result.
+    info: Option<Value>,
+    /// The caching hints of a 2026-07-28 result that may be cached.
+    cache: Option<(u64, bool)>,
+    scope: Scope,
+    binding: String,
+    token: Option<Value>,
+    rounds: Rounds,
+}
+
+/// A `prompts/get` result.
+fn prompt_result(description: Option<Value>, messages: &[PromptMessage]) -> Value {
+    let mut result = Map::new();
+    if let Some(description) = description {
+        result.insert("description".into(), description);
+    }
+    result.insert(
+        "messages".into(),
+        Value::Array(messages.iter().map(PromptMessage::to_value).collect()),
+    );
+    Value::Object(result)
 }
 
 /// Changes a concurrent tool announced, posted back to the loop for delivery.
@@ -225,6 +250,35 @@ impl<S: 'static> McpServer<S> {
             String::new()
         };
         let rounds = rounds_for(scope, params, &binding)?;
+        let read = match read {
+            Runner::Concurrent(read) => {
+                let read = Arc::clone(read);
+                let (uri, modern) = (uri.to_owned(), scope.modern);
+                let cache = Some((self.cache_ttl_ms, self.cache_public));
+                let job = self.worker_job(scope, binding, progress_token(params), rounds, cache);
+                self.start_job(job, cx, move |mcx| {
+                    let contents = read(&uri, &vars, mcx).map_err(|e| {
+                        // 2026-07-28: a missing resource is invalid params, never -32002.
+                        if modern && e.code == RESOURCE_NOT_FOUND {
+                            ErrorObject {
+                                code: crate::message::ErrorCode::INVALID_PARAMS,
+                                ..e
+                            }
+                        } else {
+                            e
+                        }
+                    })?;
+                    if contents.is_empty() && modern {
+                        return Err(Resource::not_found(&uri));
+                    }
+                    let contents: Vec<Value> =
+                        contents.iter().map(ResourceContents::to_value).collect();
+                    Ok(json!({ "contents": contents }))
+                });
+                return Ok(Value::Null);
+            }
+            Runner::OnLoop(read) => read,
+        };
         let mut mcx = McpContext::new(child_context(cx), scope, progress_token(params), rounds);
         let outcome = read(&mut self.state, uri, &vars, &mut mcx);
         let (rounds, changes) = mcx.into_parts();
@@ -285,6 +339,18 @@ impl<S: 'static> McpServer<S> {
         };
         let rounds = rounds_for(scope, params, &binding)?;
         let arguments = Arguments::from_map(arguments);
+        let get = match get {
+            Runner::Concurrent(get) => {
+                let get = Arc::clone(get);
+                let job = self.worker_job(scope, binding, progress_token(params), rounds, None);
+                self.start_job(job, cx, move |mcx| {
+                    let messages = get(&arguments, mcx)?;
+                    Ok(prompt_result(description, &messages))
+                });
+                return Ok(Value::Null);
+            }
+            Runner::OnLoop(get) => get,
+        };
         let mut mcx = McpContext::new(child_context(cx), scope, progress_token(params), rounds);
         let outcome = get(&mut self.state, &arguments, &mut mcx);
         let (rounds, changes) = mcx.into_parts();
@@ -293,15 +359,80 @@ impl<S: 'static> McpServer<S> {
             return answer;
         }
         let messages = outcome?;
-        let mut result = Map::new();
-        if let Some(description) = description {
-            result.insert("description".into(), description);
+        Ok(prompt_result(description, &messages))
+    }
+
+    /// What a resource read or a prompt run on the worker pool takes there.
+    fn worker_job(
+        &self,
+        scope: &Scope,
+        binding: String,
+        token: Option<Value>,
+        rounds: Rounds,
+        cache: Option<(u64, bool)>,
+    ) -> WorkerJob {
+        WorkerJob {
+            info: scope.modern.then(|| self.info.clone()),
+            cache,
+            scope: scope.clone(),
+            binding,
+            token,
+            rounds,
         }
-        result.insert(
-            "messages".into(),
-            Value::Array(messages.iter().map(PromptMessage::to_value).collect()),
-        );
-        Ok(Value::Object(result))
+    }
+
+    /// Runs `work` on the worker pool with the request's responder, then answers as the loop
+    /// would have: an `input_required` round or `-32021` under 2026-07-28 when the inputs say
+    /// so, `-32603` for a panic, the 2026-07-28 result fields; announced changes are posted
+    /// to the loop first.
+    fn start_job(
+        &mut self,
+        job: WorkerJob,
+        cx: &mut Context<'_>,
+        work: impl FnOnce(&mut McpContext<'_>) -> Result<Value, ErrorObject> + Send + 'static,
+    ) {
+        let Some(responder) = cx.responder() else {
+            diagnostics::line("mcpipe: a concurrent call had no responder");
+            return;
+        };
+        let stats = cx.stats().clone();
+        let pool = self
+            .pool
+            .get_or_insert_with(|| WorkerPool::new(self.workers));
+        pool.submit(Box::new(move || {
+            let WorkerJob {
+                info,
+                cache,
+                scope,
+                binding,
+                token,
+                rounds,
+            } = job;
+            let mut mcx = McpContext::on_worker(responder, stats, &scope, token, rounds);
+            let outcome = catch_panic(|| work(&mut mcx));
+            // Always a worker's context: it was made so two lines up.
+            let Some((rounds, changes, responder)) = mcx.into_worker_parts() else {
+                return;
+            };
+            if !changes.is_empty() {
+                let _ = responder.post(Box::new(Announced(changes)));
+            }
+            let mut answer = match outcome {
+                Ok(result) => {
+                    round_outcome(&scope, &rounds, &binding, result.is_err()).unwrap_or(result)
+                }
+                Err(panic) => {
+                    diagnostics::line(&format!("mcpipe: a concurrent handler panicked: {panic}"));
+                    Err(ErrorObject::internal(
+                        "internal error: the handler panicked".to_owned(),
+                    ))
+                }
+            };
+            if let (Ok(result), Some(info)) = (&mut answer, &info) {
+                modern_result(result, info, cache);
+            }
+            responder.respond(answer);
+        }));
     }
 
     pub(super) fn complete(
