@@ -147,7 +147,7 @@ mod tests {
         for i in 0..4 {
             let tx = tx.clone();
             pool.submit(Box::new(move || {
-                std::thread::sleep(Duration::from_millis(200));
+                std::thread::sleep(Duration::from_millis(500));
                 tx.send(i).unwrap();
             }));
         }
@@ -156,10 +156,10 @@ mod tests {
             .collect();
         got.sort_unstable();
         assert_eq!(got, [0, 1, 2, 3]);
-        // Four 200 ms jobs on four threads (one of which first caught a panic): well under the
-        // 800 ms they would take one after another.
+        // Four 500 ms jobs on four threads (one of which first caught a panic): well under the
+        // 2 s they would take one after another (a generous bound).
         assert!(
-            started.elapsed() < Duration::from_millis(700),
+            started.elapsed() < Duration::from_millis(1500),
             "{:?}",
             started.elapsed()
         );
@@ -179,7 +179,7 @@ mod tests {
         for _ in 0..8 {
             let tx = tx.clone();
             pool.submit(Box::new(move || {
-                std::thread::sleep(Duration::from_millis(200));
+                std::thread::sleep(Duration::from_millis(500));
                 tx.send(()).unwrap();
             }));
         }
@@ -188,7 +188,7 @@ mod tests {
         }
         assert_eq!(pool.threads(), 8);
         assert!(
-            started.elapsed() < Duration::from_millis(700),
+            started.elapsed() < Duration::from_millis(1500),
             "{:?}",
             started.elapsed()
         );

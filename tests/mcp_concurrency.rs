@@ -243,7 +243,7 @@ fn in_process_server(
                 },
             )
             .concurrent_resource(Resource::new("slow://one", "one"), |uri, cx| {
-                cx.sleep(Duration::from_millis(300))
+                cx.sleep(Duration::from_millis(1000))
                     .map_err(|e| mcpipe::ErrorObject::internal(e.to_string()))?;
                 Ok(vec![ResourceContents::text(uri, None, "slowly read")])
             })
@@ -257,7 +257,7 @@ fn in_process_server(
                 },
             )
             .concurrent_prompt(Prompt::new("slow", "A slow prompt"), |_args, cx| {
-                cx.sleep(Duration::from_millis(300))
+                cx.sleep(Duration::from_millis(1000))
                     .map_err(|e| mcpipe::ErrorObject::internal(e.to_string()))?;
                 Ok(vec![PromptMessage::user(Content::text("slowly made"))])
             });
@@ -307,17 +307,18 @@ fn a_panicking_concurrent_tool_is_an_error_result_and_the_pool_goes_on_and_ends_
         let answer = util::recv_json(&lines);
         assert_eq!(answer["result"]["isError"], true, "{answer}");
     }
-    // Two naps in parallel on the same two threads: both done in about one nap.
+    // Two naps in parallel on the same two threads: both done in about one nap (a generous
+    // bound: one after the other would take 2 s).
     let started = Instant::now();
     for id in 6..=7 {
         send(json!({"jsonrpc":"2.0","id":id,"method":"tools/call",
-                    "params":{"name":"nap","arguments":{"ms":300}}}));
+                    "params":{"name":"nap","arguments":{"ms":1000}}}));
     }
     for _ in 6..=7 {
-        assert_eq!(text(&util::recv_json(&lines)["result"]), "napped 300");
+        assert_eq!(text(&util::recv_json(&lines)["result"]), "napped 1000");
     }
     assert!(
-        started.elapsed() < Duration::from_millis(550),
+        started.elapsed() < Duration::from_millis(1800),
         "{:?}",
         started.elapsed()
     );
@@ -376,7 +377,7 @@ fn concurrent_resources_and_prompts_run_on_the_pool_in_both_eras() {
     let first = util::recv_json(&lines);
     assert_eq!(first["id"], 3, "the ping waits for neither: {first}");
     assert!(
-        started.elapsed() < Duration::from_millis(250),
+        started.elapsed() < Duration::from_millis(800),
         "{:?}",
         started.elapsed()
     );
@@ -394,9 +395,9 @@ fn concurrent_resources_and_prompts_run_on_the_pool_in_both_eras() {
         rest[&2]["result"]["messages"][0]["content"]["text"],
         "slowly made"
     );
-    // Both slow ones ran at once: about 300 ms, not 600.
+    // Both slow ones ran at once: about 1 s, not 2 (a generous bound).
     assert!(
-        started.elapsed() < Duration::from_millis(550),
+        started.elapsed() < Duration::from_millis(1800),
         "{:?}",
         started.elapsed()
     );
