@@ -173,7 +173,7 @@ pub use mcp::logging::LogLevel;
 pub use mcp::prompt::{Prompt, PromptMessage};
 pub use mcp::resource::{base64, Resource, ResourceContents, ResourceTemplate};
 pub use mcp::server::McpServer;
-pub use mcp::tool::{Content, Tool, ToolError, ToolResult};
+pub use mcp::tool::{Content, TaskSupport, Tool, ToolError, ToolResult};
 pub use mcp::{LATEST_PROTOCOL_VERSION, MODERN_PROTOCOL_VERSIONS, PROTOCOL_VERSIONS};
 pub use message::{ErrorCode, ErrorObject, Message, Notification, Request, RequestId, Response};
 pub use responder::{CancelToken, Responder};
