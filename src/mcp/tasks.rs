@@ -417,7 +417,7 @@ mod tests {
         assert_eq!(civil_date(11_016), (2000, 2, 29));
         assert_eq!(civil_date(20_781), (2026, 11, 24));
         let t = UNIX_EPOCH + Duration::from_millis(1_795_555_200_123);
-        assert_eq!(iso8601(t), "2026-11-24T20:00:00.123Z");
+        assert_eq!(iso8601(t), "2026-11-24T21:20:00.123Z");
     }
 
     #[test]
