@@ -178,6 +178,26 @@ MCP_STREAMS = {
 for name, data in MCP_STREAMS.items():
     write("server_loop_mcp", name, data)
 
+# server_session: a limit byte (64 + 4 x byte), two piece-size bytes (1 + byte), the stream.
+def req(i, method, params=None):
+    m = {"jsonrpc": "2.0", "id": i, "method": method}
+    if params is not None:
+        m["params"] = params
+    return line(m) + b"\n"
+def cancel(i):
+    return line({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": i}}) + b"\n"
+SESSION_STREAMS = {
+    "later-and-now": req(1, "later", {"a": 1}) + req(2, "echo", {"b": 2}) + req(3, "later", "drop") + req(4, "echo") + req(5, "echo"),
+    "cancel-later": req(1, "later", {"x": 1}) + cancel(1) + req(2, "echo", {}),
+    "cancel-slow": req("s", "slow", {}) + cancel("s") + req(2, "echo", {}),
+    "cancel-queued": req(1, "echo", {}) + req(2, "echo", {}) + cancel(2) + req(3, "later", [1]),
+    "bad-and-batch": b"{oops\n" + b"[" + line({"jsonrpc": "2.0", "id": 7, "method": "later", "params": {}}) + b"," + line({"jsonrpc": "2.0", "id": 8, "method": "echo"}) + b"]\n" + b"[]\n" + req(9, "echo", {}),
+    "response-and-unknown-cancel": line({"jsonrpc": "2.0", "id": 40, "result": {}}) + b"\n" + cancel(99) + req(1, "later", {}),
+}
+for name, data in SESSION_STREAMS.items():
+    write("server_session", name, bytes([60, 0, 6]) + data)
+    write("server_session", name + "-bytewise", bytes([60, 0, 0]) + data)
+
 # client_responses: a mode byte (bit 0: the server waits for stdin to close; bit 1: modern
 # era), then the server's output. The client's first request has id 1.
 INIT_RESULT = line({"jsonrpc": "2.0", "id": 1, "result": {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": {"name": "s", "version": "0"}}}) + b"\n"

@@ -19,6 +19,11 @@ use mcpipe::{
 };
 use serde_json::{Map, Value};
 
+#[path = "session_properties.rs"]
+mod session_properties;
+#[allow(unused_imports)] // Only the replay test and the `server_session` target use it.
+pub(crate) use session_properties::server_session;
+
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
 // ---------------------------------------------------------------------------------------------
@@ -595,7 +600,7 @@ fn mcp_server() -> mcpipe::McpServer<u64> {
             },
         )
         .concurrent_tool(Tool::new("cpanic", "cpanic"), |_, _| {
-            panic!("the fuzz concurrent tool panics on purpose")
+            panic!("the fuzz tool panics on purpose")
         })
         .resource(Resource::new("fuzz://readme", "readme"), |_, uri, _cx| {
             Ok(vec![ResourceContents::text(

@@ -13,7 +13,7 @@ use crate::child::ChildOutput;
 use crate::connection::Connection;
 use crate::error::{Error, Outcome};
 use crate::message::{ErrorObject, Message, Notification, Request, RequestId, Response};
-use crate::responder::{CancelToken, Responder};
+use crate::responder::{CancelToken, LoopHandle, Responder};
 use crate::stats::Stats;
 
 /// What a server does with the messages it receives.
@@ -53,6 +53,13 @@ pub trait Handler {
     /// responder arrive in order, and before its answer is written.
     fn handle_post(&mut self, data: Box<dyn Any + Send>, cx: &mut Context<'_>) {
         let _ = (data, cx);
+    }
+
+    /// Told, on the loop's thread, that the peer cancelled `request`, whose answer a
+    /// [`Responder`] owes (its holder sees it too, and its answer will not be sent): the place
+    /// to stop work the handler keeps track of itself, or to pass the cancellation on.
+    fn handle_cancelled(&mut self, request: RequestId, cx: &mut Context<'_>) {
+        let _ = (request, cx);
     }
 
     /// Runs once after each quiet period of the server's idle timeout: the place to evict
@@ -361,6 +368,12 @@ impl<'a> Context<'a> {
             self.conn.outbox().clone(),
             token,
         ))
+    }
+
+    /// A handle to reach the peer from any thread, outside of any one request (see
+    /// [`LoopHandle`]).
+    pub fn loop_handle(&self) -> LoopHandle {
+        LoopHandle::new(self.conn.outbox().clone())
     }
 
     /// The loop sends no response when the handler of this request returns (whatever it

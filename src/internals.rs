@@ -5,10 +5,17 @@
 //! or vanish in any release. Each item forwards to the crate-private code the server loop runs,
 //! so what is measured and fuzzed is what serves.
 
+use std::collections::VecDeque;
 use std::io;
+use std::sync::atomic::AtomicI64;
+use std::sync::Arc;
+
+use serde_json::Value;
 
 use crate::line_buffer::{Line, LineBuffer};
-use crate::message::{parse_line, Message, Parsed, Response};
+use crate::message::{parse_line, ErrorObject, Message, Parsed, RequestId, Response};
+use crate::responder::{CancelToken, Event};
+use crate::session::{Limits, Session, Start};
 use crate::write_queue::WriteQueue;
 
 /// A line longer than the limit, as the line buffer reports it (once per oversize line).
@@ -111,6 +118,139 @@ pub fn classify(line: &[u8]) -> Classified {
         Parsed::Single(message) => Classified::Single(Ok(message)),
         Parsed::Invalid(response) => Classified::Single(Err(response)),
         Parsed::Batch(items) => Classified::Batch(items),
+    }
+}
+
+/// Drives the server loop's sans-IO session (the state the loop keeps: framing, read-ahead,
+/// cancellation matching, answers owed by responders) with `stream`, handed over in pieces whose
+/// sizes cycle through `pieces` (each at least 1), as the loop and a scripted handler would, with
+/// no thread and no fd; returns every byte the session wrote.
+///
+/// The handler's script, by method: `later` takes the answer out of the loop (a responder) and
+/// answers it two messages later (an error when its params are `"drop"`, as a dropped
+/// responder does); `slow` reads ahead once before it returns (so a cancellation right behind
+/// it suppresses its answer); anything else is answered at once with its params. The cancel
+/// method is `notifications/cancelled`. At the end of the stream every answer still owed is
+/// given. Batches are answered item by item, without the array (the session does not frame
+/// batches: the loop does).
+pub fn drive_session(stream: &[u8], pieces: &[usize], max_message_bytes: usize) -> Vec<u8> {
+    let limits = Limits {
+        max_message_bytes,
+        max_output_bytes: usize::MAX,
+        max_read_ahead_bytes: 1 << 20,
+        log_bad_input: false,
+    };
+    let mut session = Session::new(&limits, Arc::new(AtomicI64::new(1)));
+    session.cancel_method = Some("notifications/cancelled".to_owned());
+    let mut later: VecDeque<(u32, RequestId, Result<Value, ErrorObject>)> = VecDeque::new();
+    let mut output = Vec::new();
+    let mut rest = stream;
+    let mut sizes = pieces.iter().copied().map(|n| n.max(1)).cycle();
+    let mut step = 0u32;
+    loop {
+        if rest.is_empty() {
+            session.input_eof = true;
+        } else {
+            let space = session.input_space();
+            let n = sizes.next().unwrap_or(1).min(rest.len()).min(space.len());
+            space[..n].copy_from_slice(&rest[..n]);
+            session.received(n);
+            rest = &rest[n..];
+        }
+        session.read_ahead_buffered();
+        while let Some(parsed) = session.next_parsed() {
+            step += 1;
+            let messages = match parsed {
+                Parsed::Single(message) => vec![message],
+                Parsed::Invalid(response) => {
+                    session.enqueue(&Message::Response(response));
+                    Vec::new()
+                }
+                Parsed::Batch(items) => items
+                    .into_iter()
+                    .filter_map(|item| match item {
+                        Ok(message) => Some(message),
+                        Err(response) => {
+                            session.enqueue(&Message::Response(response));
+                            None
+                        }
+                    })
+                    .collect(),
+            };
+            for message in messages {
+                drive_one(&mut session, message, step, &mut later);
+            }
+            // Answers of responders whose time has come.
+            while later.front().is_some_and(|(due, _, _)| *due <= step) {
+                if let Some((_, id, result)) = later.pop_front() {
+                    session.take_event(Event::Answer { id, result });
+                }
+            }
+            session.read_ahead_buffered();
+        }
+        if session.input_eof {
+            break;
+        }
+    }
+    while let Some((_, id, result)) = later.pop_front() {
+        session.take_event(Event::Answer { id, result });
+    }
+    let _ = session.queue.write_to(|bytes| {
+        output.extend_from_slice(bytes);
+        Ok(bytes.len())
+    });
+    output
+}
+
+/// One message through the scripted handler of [`drive_session`].
+fn drive_one(
+    session: &mut Session,
+    message: Message,
+    step: u32,
+    later: &mut VecDeque<(u32, RequestId, Result<Value, ErrorObject>)>,
+) {
+    let request = match message {
+        Message::Request(request) => request,
+        Message::Response(response) => {
+            let _ = session.route_response(response);
+            return;
+        }
+        Message::Notification(_) => return,
+    };
+    match session.start_request(&request, true) {
+        Start::Run => {}
+        Start::Dropped => return,
+        Start::Refused(response) => {
+            session.enqueue(&Message::Response(response));
+            return;
+        }
+    }
+    let params = request.params.clone().unwrap_or(Value::Null);
+    let result = match request.method.as_str() {
+        "later" => {
+            // What `Context::responder` does.
+            session.response_withheld = true;
+            let token = CancelToken::new();
+            if session.running_cancelled {
+                token.cancel_by_peer();
+            }
+            session.owed.insert(request.id.clone(), (token, true));
+            let answer = if params == Value::String("drop".to_owned()) {
+                Err(ErrorObject::internal("dropped"))
+            } else {
+                Ok(params)
+            };
+            later.push_back((step + 2, request.id.clone(), answer));
+            Value::Null // ignored: the responder answers
+        }
+        "slow" => {
+            session.read_ahead_buffered();
+            params
+        }
+        _ => params,
+    };
+    if let Some(response) = session.finish_request(request.id, Ok(Ok(result))) {
+        session.enqueue(&Message::Response(response));
     }
 }
 

@@ -31,6 +31,8 @@ pub(crate) enum Event {
     },
     /// A notification for the peer.
     Notify(Notification),
+    /// Any message for the peer, as it is (a relay's request or response with its own id).
+    Send(Message),
     /// A request for the peer; its response goes to `reply`.
     Request {
         request: Request,
@@ -49,6 +51,7 @@ impl fmt::Debug for Event {
         match self {
             Event::Answer { id, .. } => write!(f, "Answer({id})"),
             Event::Notify(n) => write!(f, "Notify({})", n.method),
+            Event::Send(_) => write!(f, "Send"),
             Event::Request { request, .. } => write!(f, "Request({})", request.method),
             Event::Forget { id, .. } => write!(f, "Forget({id})"),
             Event::Post(_) => write!(f, "Post"),
@@ -104,7 +107,7 @@ impl Inbox {
     /// The next event, without waiting.
     pub(crate) fn try_next(&self) -> Option<Event> {
         let event = self.rx.try_recv().ok()?;
-        if matches!(event, Event::Notify(_)) {
+        if matches!(event, Event::Notify(_) | Event::Send(_)) {
             self.queued.fetch_sub(1, Ordering::Relaxed);
         }
         Some(event)
@@ -142,6 +145,19 @@ impl Outbox {
             method: method.to_owned(),
             params,
         }))
+    }
+
+    /// Sends any message to the peer as it is, waiting (briefly, repeatedly) while too many
+    /// are queued for the loop.
+    pub(crate) fn send_message(&self, message: Message) -> Result<(), Error> {
+        while self.queued.load(Ordering::Relaxed) >= MAX_QUEUED_NOTIFICATIONS {
+            if self.closed.load(Ordering::Acquire) {
+                return Err(Error::PeerGone);
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        self.queued.fetch_add(1, Ordering::Relaxed);
+        self.send(Event::Send(message))
     }
 
     /// Hands `data` to the handler on the loop's thread.
@@ -424,6 +440,63 @@ impl Drop for Responder {
                 )),
             });
         }
+    }
+}
+
+/// A way to reach the peer from any thread, outside of any one request
+/// ([`Context::loop_handle`](crate::Context::loop_handle)): for notifications that no request
+/// causes (a resource watcher's `notifications/resources/updated`), for requests to the peer
+/// from background work, and for relays that pass messages through as they are.
+///
+/// Everything goes through the loop, which alone writes the output. Once the loop has ended,
+/// every method returns [`Error::PeerGone`].
+#[derive(Debug, Clone)]
+pub struct LoopHandle {
+    outbox: Outbox,
+}
+
+impl LoopHandle {
+    pub(crate) fn new(outbox: Outbox) -> LoopHandle {
+        LoopHandle { outbox }
+    }
+
+    /// Sends a notification to the peer.
+    ///
+    /// # Errors
+    /// [`Error::PeerGone`] when the loop has ended.
+    pub fn notify(&self, method: &str, params: Option<Value>) -> Result<(), Error> {
+        self.outbox.notify(method, params)
+    }
+
+    /// Sends any message to the peer unchanged: a request with an id of the caller's choosing
+    /// (its response then reaches [`Handler::handle_response`](crate::Handler::handle_response)),
+    /// a response, a notification.
+    ///
+    /// # Errors
+    /// [`Error::PeerGone`] when the loop has ended.
+    pub fn send(&self, message: Message) -> Result<(), Error> {
+        self.outbox.send_message(message)
+    }
+
+    /// Sends a request to the peer (the loop picks its id) and waits up to `timeout` for the
+    /// result; at the deadline the peer is told the request is cancelled (when the handler has
+    /// a cancel method) and a late answer is dropped.
+    ///
+    /// # Errors
+    /// [`Error::Rpc`] when the peer answered with an error, [`Error::Timeout`],
+    /// [`Error::PeerGone`].
+    pub fn call(&self, method: &str, params: Option<Value>, timeout: Duration) -> Result<Value, Error> {
+        self.outbox
+            .call(method, params, Instant::now() + timeout, &CancelToken::new())
+    }
+
+    /// Hands `data` to the handler on the loop's thread
+    /// ([`Handler::handle_post`](crate::Handler::handle_post)).
+    ///
+    /// # Errors
+    /// [`Error::PeerGone`] when the loop has ended.
+    pub fn post(&self, data: Box<dyn Any + Send>) -> Result<(), Error> {
+        self.outbox.post(data)
     }
 }
 

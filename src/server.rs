@@ -445,6 +445,15 @@ impl Server {
 /// Takes the events other threads sent and hands the handler what they posted.
 fn take_events(conn: &mut Connection, handler: &mut dyn Handler) {
     conn.take_events();
+    while let Some(id) = conn.session.cancelled_owed.pop_front() {
+        let result = catch_panic(|| handler.handle_cancelled(id, &mut Context::new(conn, None)));
+        if let Err(panic) = result {
+            conn.session.stats.handler_panics += 1;
+            diagnostics::line(&format!(
+                "mcpipe: the handler panicked on a cancellation: {panic}"
+            ));
+        }
+    }
     while let Some(data) = conn.session.posts.pop_front() {
         let result = catch_panic(|| handler.handle_post(data, &mut Context::new(conn, None)));
         if let Err(panic) = result {
@@ -518,8 +527,10 @@ fn handle_message(
         Message::Request(request) => {
             let id = request.id.clone();
             let cancellable = handler.is_cancellable(&request);
-            if conn.session.start_request(&request, cancellable) == Start::Dropped {
-                return None;
+            match conn.session.start_request(&request, cancellable) {
+                Start::Run => {}
+                Start::Dropped => return None,
+                Start::Refused(response) => return Some(response),
             }
             let result =
                 catch_panic(|| handler.handle_request(request, &mut Context::new(conn, Some(&id))));

@@ -39,12 +39,15 @@ pub(crate) struct Limits {
 }
 
 /// What happened to a request when the handler was asked to start it.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq)]
 pub(crate) enum Start {
     /// Run the handler.
     Run,
     /// The peer cancelled it before it started: never run, never answered.
     Dropped,
+    /// Refused without running: its id is already taken by a request whose answer is still
+    /// owed (two answers with one id would be ambiguous, and one would be lost).
+    Refused(Response),
 }
 
 /// The protocol state of one served connection.
@@ -77,6 +80,9 @@ pub(crate) struct Session {
     outbound: HashMap<RequestId, Sender<Response>>,
     /// Data posted for the handler, handed to it on the loop's thread after the current call.
     pub(crate) posts: VecDeque<Box<dyn std::any::Any + Send>>,
+    /// Requests answered later whose cancellation by the peer the handler has not been told
+    /// of yet ([`crate::Handler::handle_cancelled`]).
+    pub(crate) cancelled_owed: VecDeque<RequestId>,
     /// The method of the notification that cancels a request (`notifications/cancelled` in
     /// MCP), from [`crate::Handler::cancel_method`]; `None` turns cancellation off.
     pub(crate) cancel_method: Option<String>,
@@ -119,6 +125,7 @@ impl Session {
             owed: HashMap::new(),
             outbound: HashMap::new(),
             posts: VecDeque::new(),
+            cancelled_owed: VecDeque::new(),
             cancel_method: None,
             running: None,
             running_cancelled: false,
@@ -168,6 +175,11 @@ impl Session {
                     self.enqueue(&Message::Notification(notification));
                 }
             }
+            Event::Send(message) => {
+                if !self.peer_gone {
+                    self.enqueue(&message);
+                }
+            }
             Event::Request { request, reply } => {
                 if self.peer_gone {
                     return; // dropping `reply` tells the sender
@@ -204,6 +216,17 @@ impl Session {
         if self.cancelled_queued.remove(&request.id) && cancellable {
             self.stats.cancelled += 1;
             return Start::Dropped;
+        }
+        if self.owed.contains_key(&request.id) {
+            self.stats.bad_messages += 1;
+            let error = ErrorObject::new(
+                ErrorCode::INVALID_REQUEST,
+                format!(
+                    "invalid request: the id {} is already used by a request in flight",
+                    request.id
+                ),
+            );
+            return Start::Refused(Response::error(Some(request.id.clone()), error));
         }
         self.stats.requests += 1;
         // Kept for a panic report only, in a reused buffer: no allocation per request.
@@ -377,6 +400,7 @@ impl Session {
                 if !token.is_cancelled() {
                     token.cancel_by_peer();
                     self.stats.cancelled += 1;
+                    self.cancelled_owed.push_back(id.clone());
                 }
                 true
             }

@@ -410,6 +410,45 @@ pub(crate) fn signal_group(pgid: libc::pid_t, signal: libc::c_int) -> io::Result
     cvt(unsafe { libc::kill(-pgid, signal) }).map(drop)
 }
 
+/// Sends `signal` to the one process `pid` (`kill(2)`), never to a group.
+///
+/// Fails with `InvalidInput` for pids that would name a group or every process (`<= 1`).
+pub(crate) fn signal_process(pid: libc::pid_t, signal: libc::c_int) -> io::Result<()> {
+    if pid <= 1 {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    }
+    // SAFETY: kill takes plain integers and touches no memory; a pid above 1 names exactly one
+    // process.
+    cvt(unsafe { libc::kill(pid, signal) }).map(drop)
+}
+
+/// Sends `signal` to the process a pidfd refers to (`pidfd_send_signal(2)`, Linux 5.1 and
+/// later): unlike a pid, a pidfd never comes to name another process. Fails with ESRCH once
+/// the process has exited, and with `Unsupported` off Linux.
+pub(crate) fn pidfd_signal(pidfd: BorrowedFd<'_>, signal: libc::c_int) -> io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: the syscall takes an fd that stays open for the call (it is borrowed), a
+        // signal number, a null siginfo pointer (allowed: the kernel fills in a default) and
+        // zero flags; it writes no memory of ours.
+        let ret = unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                pidfd.as_raw_fd(),
+                signal,
+                std::ptr::null::<libc::siginfo_t>(),
+                0 as libc::c_uint,
+            )
+        };
+        cvt(ret).map(drop)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (pidfd, signal);
+        Err(io::Error::from(io::ErrorKind::Unsupported))
+    }
+}
+
 /// Whether any process of group `pgid` still exists (`kill(-pgid, 0)`). Zombies count as
 /// existing until someone reaps them.
 pub(crate) fn group_exists(pgid: libc::pid_t) -> bool {

@@ -19,11 +19,12 @@ const PER_INPUT: Duration = Duration::from_secs(30);
 /// A fuzz target's property: panics when the input breaks it.
 type Property = fn(&[u8]);
 
-const TARGETS: [(&str, Property); 5] = [
+const TARGETS: [(&str, Property); 6] = [
     ("framing", properties::framing),
     ("message", properties::message),
     ("server_loop", properties::server_loop),
     ("server_loop_mcp", properties::server_loop_mcp),
+    ("server_session", properties::server_session),
     ("client_responses", properties::client_responses),
 ];
 

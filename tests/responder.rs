@@ -260,3 +260,16 @@ fn a_request_queued_behind_a_handler_holding_the_loop_is_dropped_when_cancelled(
         "the cancelled request must get no response: {next}"
     );
 }
+
+#[test]
+fn a_second_request_with_the_id_of_one_in_flight_is_refused_and_both_are_answered() {
+    let _w = watchdog("duplicate_id", Duration::from_secs(30));
+    let mut s = start(server());
+    s.send(&request(5, "later", json!({ "ms": 200 })));
+    s.send(&request(5, "quick", json!({})));
+    let refused = s.recv();
+    assert_eq!(refused["id"], 5);
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    let answered = s.recv();
+    assert_eq!(answered["result"], json!({ "slept": 200 }), "{answered}");
+}

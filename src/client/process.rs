@@ -17,6 +17,7 @@ use mio::{Events, Interest, Poll, Token};
 use crate::error::Error;
 use crate::line_buffer::{Line, LineBuffer};
 use crate::message::{parse_line, Message, Parsed};
+use crate::process_tree::ProcessTree;
 use crate::sys::{self, SigpipeIgnored};
 use crate::write_queue::WriteQueue;
 
@@ -154,6 +155,8 @@ pub(crate) struct ServerProcess {
     pub(crate) bytes_in: u64,
     pub(crate) bytes_out: u64,
     max_message_bytes: usize,
+    /// Descendants that may have left the process group: killed at shutdown too.
+    tree: ProcessTree,
     _sigpipe: SigpipeIgnored,
 }
 
@@ -250,6 +253,7 @@ impl ServerProcess {
             bytes_in: 0,
             bytes_out: 0,
             max_message_bytes,
+            tree: ProcessTree::new(pgid as u32),
             _sigpipe: sigpipe,
         })
     }
@@ -497,6 +501,7 @@ impl ServerProcess {
             }
         }
         self.check_exit();
+        self.tree.scan_if_due();
         Ok(())
     }
 
@@ -528,7 +533,8 @@ impl ServerProcess {
 
     /// Ends the server in order: close its stdin (when `close_stdin`), wait `stdin_grace`;
     /// SIGTERM the group, wait `term_grace`; SIGKILL the group and reap. Whatever ended it,
-    /// what is left of its process group is killed too (no orphans). Never takes much longer
+    /// what is left of its process group, and every descendant seen while it lived (also one
+    /// that left the group: see `process_tree`), is killed too (no orphans). Never takes much longer
     /// than `stdin_grace + term_grace` (plus a short bound on reaping after SIGKILL).
     pub(crate) fn shut_down(
         &mut self,
@@ -538,6 +544,7 @@ impl ServerProcess {
         on_stderr: &mut dyn FnMut(&[u8]),
     ) -> Shutdown {
         let started = Instant::now();
+        self.tree.scan();
         let mut stage = if self.check_exit().is_some() {
             ShutdownStage::AlreadyExited
         } else {
@@ -566,6 +573,7 @@ impl ServerProcess {
             }
         }
         self.kill_leftovers();
+        self.tree.kill_all();
         self.close_stdin();
         Shutdown {
             status: self.status,
@@ -576,11 +584,13 @@ impl ServerProcess {
 
     /// Kills the whole group at once and reaps the server (bounded).
     pub(crate) fn kill(&mut self) {
+        self.tree.scan();
         if self.check_exit().is_none() {
             let _ = sys::signal_group(self.pgid, libc::SIGKILL);
             self.wait_exit(Instant::now() + REAP_AFTER_KILL, &mut |_| {});
         }
         self.kill_leftovers();
+        self.tree.kill_all();
     }
 
     /// Once the server is reaped, anything still in its process group (a grandchild it left

@@ -164,17 +164,21 @@ pub(crate) fn run(args: Vec<String>) -> ExitCode {
     }
 }
 
+/// The annotation of the tools that change nothing, so clients (and `mcpipe probe`) know
+/// they are safe to call; `run` has none, so it counts as one that may change things.
+fn read_only() -> serde_json::Value {
+    json!({"readOnlyHint": true})
+}
+
 fn demo_server(allow_run: bool) -> McpServer<Demo> {
     let mut server = McpServer::new("mcpipe-demo", env!("CARGO_PKG_VERSION"), Demo::default())
         .instructions(
             "A demo server: echo, fail, panic, sleep (cancellable, with progress) and stats.",
         )
         .tool_mut(
-            Tool::new("echo", "Returns the text it is given").arg(
-                "text",
-                "string",
-                "Text to return",
-            ),
+            Tool::new("echo", "Returns the text it is given")
+                .arg("text", "string", "Text to return")
+                .annotations(read_only()),
             |demo, args, _cx| {
                 // Moved, not copied, into the result: a 10 MB text is not duplicated here.
                 let text = args.take_string("text")?;
@@ -187,7 +191,8 @@ fn demo_server(allow_run: bool) -> McpServer<Demo> {
                 "fail",
                 "Fails with the message it is given (an isError result)",
             )
-            .arg("message", "string", "The error message"),
+            .arg("message", "string", "The error message")
+            .annotations(read_only()),
             |_demo, args, _cx| {
                 let message = args.string("message")?;
                 Err(ToolError::new(format!("failed on purpose: {message}")))
@@ -197,7 +202,8 @@ fn demo_server(allow_run: bool) -> McpServer<Demo> {
             Tool::new(
                 "panic",
                 "Panics; the server answers with an error result and goes on",
-            ),
+            )
+            .annotations(read_only()),
             |_demo, _args, _cx| panic!("the panic tool panics on purpose"),
         )
         .concurrent_tool(
@@ -205,7 +211,8 @@ fn demo_server(allow_run: bool) -> McpServer<Demo> {
                 "sleep",
                 "Waits ms milliseconds, sending progress every ~100 ms when asked; cancellable",
             )
-            .arg("ms", "integer", "How long to wait, in milliseconds"),
+            .arg("ms", "integer", "How long to wait, in milliseconds")
+            .annotations(read_only()),
             |args, cx| {
                 let ms = args.integer("ms")?;
                 let ms = u64::try_from(ms).map_err(|_| {
@@ -231,8 +238,8 @@ fn demo_server(allow_run: bool) -> McpServer<Demo> {
             },
         )
         .tool(
-            Tool::new("stats", "Requests served, idle evictions and cache entries").output_schema(
-                json!({
+            Tool::new("stats", "Requests served, idle evictions and cache entries")
+                .output_schema(json!({
                     "type": "object",
                     "properties": {
                         "requests": { "type": "integer" },
@@ -241,8 +248,8 @@ fn demo_server(allow_run: bool) -> McpServer<Demo> {
                         "stderr_lines_dropped": { "type": "integer" }
                     },
                     "required": ["requests", "idle_evictions", "cache_entries", "stderr_lines_dropped"]
-                }),
-            ),
+                }))
+                .annotations(read_only()),
             |demo, _args, cx| {
                 Ok(ToolResult::structured(json!({
                     "requests": cx.stats().requests,

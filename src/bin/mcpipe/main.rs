@@ -5,6 +5,10 @@
 //!
 //! Help and the version go to stdout with exit status 0 (so `mcpipe --help | less` works);
 //! usage errors go to stderr with exit status 2.
+//!
+//! The arguments are parsed by hand: two commands and a handful of flags. A parsing crate would
+//! have to be an optional dependency behind a default feature, which every user of the library
+//! would then compile unless they turned default features off.
 
 use std::io::{self, Write};
 use std::process::ExitCode;

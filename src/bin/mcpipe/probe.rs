@@ -2,55 +2,141 @@
 //! server (by default `mcpipe demo`, started from this executable) and prints a table.
 //!
 //! Every check has deadlines and every server it starts is shut down (in a bounded time) before
-//! the next check, so the probe cannot hang. The exit code is 0 only when no check failed.
+//! the next check, so the probe cannot hang. Each check is graded by the specification's key
+//! words: the exit code is 1 only when a MUST failed (`--strict`: or a SHOULD).
 
 mod checks;
+mod errors;
+mod format;
+mod report;
+mod tools;
+mod wire;
 
 use std::ffi::OsString;
 use std::io::{self, IsTerminal, Write};
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
-use checks::{Status, Target, CHECKS};
+use checks::{NamedCall, Status, Target, CHECKS};
+use report::{Options as ReportOptions, Row};
 
-const HELP: &str = "usage: mcpipe probe [--json] [--only NAME,...] [--list] [-- COMMAND ARGS...]
+const HELP: &str = "usage: mcpipe probe [OPTIONS] [-- COMMAND ARGS...]
 
-Checks a stdio MCP server for hangs, crashes and leaks. Without a command, probes `mcpipe demo`.
+Checks a stdio MCP server for hangs, crashes, leaks and protocol mistakes, graded like the
+specification: a failed MUST fails the run, a missed SHOULD is a warning. Without a command,
+probes `mcpipe demo`. Only tools annotated readOnlyHint: true (and not destructiveHint: true)
+are called unless named with --call.
 
 options:
-  --json          print the results as JSON
-  --only NAMES    run only these checks (comma-separated; see --list)
-  --list          list the checks and exit
-  -h, --help      show this help
+  --json              print the results as one JSON object (schema mcpipe-probe/1)
+  --github            add GitHub Actions annotations (::error / ::warning) after the table
+  --junit FILE        also write the results as JUnit XML to FILE
+  --strict            fail on a missed SHOULD too
+  --time-scale F      multiply every deadline by F (0.1 to 100; e.g. 3 on a slow CI runner)
+  --call NAME         also call this tool, whatever its annotations (repeatable)
+  --cancel NAME       cancel this tool in the cancellation check
+  --args JSON         arguments for the --call or --cancel before it (default {})
+  --only NAMES        run only these checks (comma-separated; see --list)
+  --list              list the checks with their level and exit
+  -h, --help          show this help
 
-exit status: 0 when no check failed, 1 when one did, 2 on a usage error";
+exit status: 0 when no MUST failed (with --strict: no SHOULD either), 1 when one did,
+2 on a usage error";
 
 /// What the command line asked for.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct Options {
     json: bool,
+    github: bool,
+    junit: Option<String>,
+    strict: bool,
+    scale: Option<f64>,
     list: bool,
     only: Option<Vec<String>>,
+    calls: Vec<NamedCall>,
+    cancel: Option<NamedCall>,
     command: Option<Vec<OsString>>,
 }
 
+/// Which of `--call` and `--cancel` an `--args` belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LastNamed {
+    None,
+    Call,
+    Cancel,
+}
+
 fn parse_args(args: Vec<String>) -> Result<Options, String> {
-    let mut options = Options {
-        json: false,
-        list: false,
-        only: None,
-        command: None,
-    };
+    let mut options = Options::default();
+    let mut last = LastNamed::None;
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
-        match arg.as_str() {
+        let (flag, inline) = match arg.split_once('=') {
+            Some((flag, value)) if flag.starts_with("--") => {
+                (flag.to_owned(), Some(value.to_owned()))
+            }
+            _ => (arg.clone(), None),
+        };
+        let mut value = |what: &str| -> Result<String, String> {
+            match inline.clone() {
+                Some(v) => Ok(v),
+                None => args.next().ok_or(format!("{flag} needs {what}")),
+            }
+        };
+        match flag.as_str() {
             "--json" => options.json = true,
+            "--github" => options.github = true,
+            "--strict" => options.strict = true,
             "--list" => options.list = true,
-            "--only" => {
-                let names = args.next().ok_or("--only needs a list of check names")?;
-                options.only = Some(parse_only(&names)?);
+            "--junit" => options.junit = Some(value("a file name")?),
+            "--time-scale" => {
+                let text = value("a number")?;
+                match text.parse::<f64>() {
+                    Ok(f) if (0.1..=100.0).contains(&f) => options.scale = Some(f),
+                    _ => {
+                        return Err(format!(
+                            "--time-scale takes a number from 0.1 to 100, not {text:?}"
+                        ))
+                    }
+                }
+            }
+            "--only" => options.only = Some(parse_only(&value("a list of check names")?)?),
+            "--call" => {
+                let name = value("a tool name")?;
+                options.calls.push(NamedCall {
+                    name,
+                    arguments: serde_json::json!({}),
+                });
+                last = LastNamed::Call;
+            }
+            "--cancel" => {
+                let name = value("a tool name")?;
+                options.cancel = Some(NamedCall {
+                    name,
+                    arguments: serde_json::json!({}),
+                });
+                last = LastNamed::Cancel;
+            }
+            "--args" => {
+                let text = value("a JSON object")?;
+                let arguments: Value = serde_json::from_str(&text)
+                    .ok()
+                    .filter(Value::is_object)
+                    .ok_or(format!("--args takes a JSON object, not {text:?}"))?;
+                let slot = match last {
+                    LastNamed::Call => options.calls.last_mut(),
+                    LastNamed::Cancel => options.cancel.as_mut(),
+                    LastNamed::None => None,
+                };
+                let Some(slot) = slot else {
+                    return Err(String::from(
+                        "--args must follow --call NAME or --cancel NAME",
+                    ));
+                };
+                slot.arguments = arguments;
+                last = LastNamed::None;
             }
             "--" => {
                 let command: Vec<OsString> = args.by_ref().map(OsString::from).collect();
@@ -59,14 +145,13 @@ fn parse_args(args: Vec<String>) -> Result<Options, String> {
                 }
                 options.command = Some(command);
             }
-            other => {
-                if let Some(names) = other.strip_prefix("--only=") {
-                    options.only = Some(parse_only(names)?);
-                } else {
-                    return Err(format!("unknown argument {other:?}"));
-                }
-            }
+            other => return Err(format!("unknown argument {other:?}")),
         }
+    }
+    if options.json && options.github {
+        return Err(String::from(
+            "--github adds to the table; it cannot be used with --json",
+        ));
     }
     Ok(options)
 }
@@ -91,12 +176,13 @@ fn parse_only(names: &str) -> Result<Vec<String>, String> {
 
 /// Runs `mcpipe probe` with the arguments after the subcommand.
 pub(crate) fn run(args: Vec<String>) -> ExitCode {
+    let mut out = io::stdout().lock();
     if args
         .iter()
         .take_while(|a| *a != "--")
         .any(|a| a == "-h" || a == "--help")
     {
-        eprintln!("{HELP}");
+        let _ = writeln!(out, "{HELP}");
         return ExitCode::SUCCESS;
     }
     let options = match parse_args(args) {
@@ -106,33 +192,47 @@ pub(crate) fn run(args: Vec<String>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let mut out = io::stdout().lock();
     if options.list {
         for check in CHECKS {
-            let _ = writeln!(out, "{:<16} {}", check.name, check.about);
+            let _ = writeln!(
+                out,
+                "{:<16} {:<6}  {}",
+                check.name,
+                check.level.label(),
+                check.about
+            );
         }
         return ExitCode::SUCCESS;
     }
-    let target = match options.command {
-        Some(command) => Target::new(command),
+    let default = options.command.is_none();
+    let command = match options.command {
+        Some(command) => command,
         None => match std::env::current_exe() {
-            Ok(exe) => Target::new(vec![exe.into_os_string(), OsString::from("demo")]),
+            Ok(exe) => vec![exe.into_os_string(), OsString::from("demo")],
             Err(e) => {
                 eprintln!("mcpipe probe: cannot find the mcpipe executable to run the demo: {e}");
                 return ExitCode::from(2);
             }
         },
     };
-    let colour =
-        !options.json && io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-    if !options.json {
-        let _ = writeln!(out, "probing: {}", target.display());
-        let _ = writeln!(out);
-        let _ = writeln!(out, "{:<16} {:<6} {:>9}  DETAIL", "CHECK", "RESULT", "TIME");
-        let _ = out.flush();
+    let mut target = Target::new(command);
+    if default {
+        target.label = Some(String::from("mcpipe demo"));
     }
+    target.scale = options.scale.unwrap_or(1.0);
+    target.calls = options.calls;
+    target.cancel = options.cancel;
+    let report = ReportOptions {
+        json: options.json,
+        github: options.github,
+        strict: options.strict,
+        colour: !options.json
+            && io::stdout().is_terminal()
+            && std::env::var_os("NO_COLOR").is_none(),
+    };
+    report::header(&mut out, &report, &target);
     let started = Instant::now();
-    let mut results = Vec::new();
+    let mut rows = Vec::new();
     let mut handshake_failed = false;
     for check in CHECKS {
         if let Some(only) = &options.only {
@@ -141,108 +241,28 @@ pub(crate) fn run(args: Vec<String>) -> ExitCode {
             }
         }
         let t0 = Instant::now();
-        let (status, detail) = if handshake_failed && check.needs_handshake {
-            (Status::Skip, String::from("the handshake failed"))
+        let outcome = if handshake_failed && check.needs_handshake {
+            checks::skip("the handshake failed")
         } else {
-            let outcome = (check.run)(&target);
-            (outcome.status, one_line(&outcome.detail))
+            (check.run)(&target)
         };
-        let elapsed = t0.elapsed();
-        if check.name == "handshake" && status == Status::Fail {
+        if check.name == "handshake" && outcome.status == Status::Short {
             handshake_failed = true;
         }
-        if !options.json {
-            let _ = writeln!(
-                out,
-                "{:<16} {} {:>9}  {}",
-                check.name,
-                paint(status, colour),
-                format_duration(elapsed),
-                detail
-            );
-            let _ = out.flush();
+        let row = Row::new(check, outcome, t0.elapsed(), options.strict);
+        report::row(&mut out, &report, &row);
+        rows.push(row);
+    }
+    let failed = report::finish(&mut out, &report, &target, &rows, started.elapsed());
+    if let Some(path) = &options.junit {
+        if let Err(e) = std::fs::write(path, report::junit(&target, &rows, started.elapsed())) {
+            eprintln!("mcpipe probe: cannot write {path}: {e}");
+            return ExitCode::from(2);
         }
-        results.push((check.name, status, elapsed, detail));
     }
-    let count = |s: Status| results.iter().filter(|r| r.1 == s).count();
-    let (passed, failed, skipped) = (
-        count(Status::Pass),
-        count(Status::Fail),
-        count(Status::Skip),
-    );
-    if options.json {
-        let checks: Vec<Value> = results
-            .iter()
-            .map(|(name, status, elapsed, detail)| {
-                json!({
-                    "name": name,
-                    "status": status.label(),
-                    "ms": (elapsed.as_secs_f64() * 1e6).round() / 1e3,
-                    "detail": detail,
-                })
-            })
-            .collect();
-        let report = json!({
-            "target": target.display(),
-            "passed": passed,
-            "failed": failed,
-            "skipped": skipped,
-            "ms": started.elapsed().as_millis() as u64,
-            "checks": checks,
-        });
-        let _ = writeln!(out, "{report}");
-    } else {
-        let _ = writeln!(out);
-        let _ = writeln!(
-            out,
-            "{passed} passed, {failed} failed, {skipped} skipped in {}",
-            format_duration(started.elapsed())
-        );
-    }
-    let _ = out.flush();
-    if failed == 0 {
-        ExitCode::SUCCESS
-    } else {
+    if failed {
         ExitCode::from(1)
-    }
-}
-
-fn paint(status: Status, colour: bool) -> String {
-    let label = format!("{:<6}", status.label());
-    if !colour {
-        return label;
-    }
-    let code = match status {
-        Status::Pass => "32",
-        Status::Fail => "31",
-        Status::Skip => "33",
-    };
-    format!("\x1b[{code}m{label}\x1b[0m")
-}
-
-fn format_duration(d: Duration) -> String {
-    let ms = d.as_secs_f64() * 1000.0;
-    if ms < 10.0 {
-        format!("{ms:.1} ms")
-    } else if ms < 10_000.0 {
-        format!("{ms:.0} ms")
     } else {
-        format!("{:.1} s", ms / 1000.0)
+        ExitCode::SUCCESS
     }
-}
-
-/// A reason on one line, at most 200 characters.
-fn one_line(text: &str) -> String {
-    let joined: String = text
-        .split('\n')
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect::<Vec<_>>()
-        .join(" | ");
-    if joined.chars().count() <= 200 {
-        return joined;
-    }
-    let mut cut: String = joined.chars().take(197).collect();
-    cut.push_str("...");
-    cut
 }

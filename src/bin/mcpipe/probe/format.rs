@@ -1,0 +1,142 @@
+//! How the probe writes numbers and command lines: every duration in milliseconds with its
+//! unit, counts and rates with thousands separators, and the command shell-quoted so it can be
+//! pasted back into a shell.
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+/// A duration in milliseconds, always with the unit: three significant digits below 100 ms,
+/// whole milliseconds (with separators) above: `0.042 ms`, `2.80 ms`, `35.1 ms`, `2,607 ms`.
+pub(crate) fn ms(d: Duration) -> String {
+    let v = d.as_secs_f64() * 1000.0;
+    if v < 1.0 {
+        format!("{v:.3} ms")
+    } else if v < 10.0 {
+        format!("{v:.2} ms")
+    } else if v < 100.0 {
+        format!("{v:.1} ms")
+    } else {
+        format!("{} ms", count(v.round() as u64))
+    }
+}
+
+/// A whole number with `,` between groups of three digits.
+pub(crate) fn count(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Requests per second, rounded, with separators.
+pub(crate) fn rate(per_second: f64) -> String {
+    format!("{} requests/s", count(per_second.round().max(0.0) as u64))
+}
+
+/// The command line as a POSIX shell would need it: arguments with anything but safe
+/// characters go in single quotes.
+pub(crate) fn shell_quote(command: &[OsString]) -> String {
+    command
+        .iter()
+        .map(|arg| {
+            let arg = arg.to_string_lossy();
+            let safe = !arg.is_empty()
+                && arg
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "_-./:=@%+,".contains(c));
+            if safe {
+                arg.into_owned()
+            } else {
+                format!("'{}'", arg.replace('\'', "'\\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A reason on one line, at most 200 characters.
+pub(crate) fn one_line(text: &str) -> String {
+    let joined: String = text
+        .split('\n')
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" | ");
+    if joined.chars().count() <= 200 {
+        return joined;
+    }
+    let mut cut: String = joined.chars().take(197).collect();
+    cut.push_str("...");
+    cut
+}
+
+/// Text made safe for an XML attribute or element.
+pub(crate) fn xml(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            c if (c as u32) < 0x20 && c != '\n' && c != '\t' => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Text made safe for a GitHub Actions workflow command's message (`%`, CR and LF escaped).
+pub(crate) fn github(text: &str) -> String {
+    text.replace('%', "%25")
+        .replace('\r', "%0D")
+        .replace('\n', "%0A")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_are_milliseconds_with_three_significant_digits_or_separators() {
+        assert_eq!(ms(Duration::from_micros(42)), "0.042 ms");
+        assert_eq!(ms(Duration::from_micros(2_800)), "2.80 ms");
+        assert_eq!(ms(Duration::from_micros(35_140)), "35.1 ms");
+        assert_eq!(ms(Duration::from_millis(2_607)), "2,607 ms");
+        assert_eq!(ms(Duration::from_secs(100)), "100,000 ms");
+    }
+
+    #[test]
+    fn counts_and_rates_have_thousands_separators() {
+        assert_eq!(count(0), "0");
+        assert_eq!(count(999), "999");
+        assert_eq!(count(1_000), "1,000");
+        assert_eq!(count(380_361), "380,361");
+        assert_eq!(count(1_234_567), "1,234,567");
+        assert_eq!(rate(380_361.4), "380,361 requests/s");
+    }
+
+    #[test]
+    fn arguments_that_need_quotes_get_them() {
+        let command: Vec<OsString> = ["python3", "my server.py", "--name=a'b", "", "x/y.py"]
+            .iter()
+            .map(OsString::from)
+            .collect();
+        assert_eq!(
+            shell_quote(&command),
+            "python3 'my server.py' '--name=a'\\''b' '' x/y.py"
+        );
+    }
+
+    #[test]
+    fn xml_and_github_text_is_escaped() {
+        assert_eq!(xml("a<b & \"c\""), "a&lt;b &amp; &quot;c&quot;");
+        assert_eq!(github("50% done\nnext"), "50%25 done%0Anext");
+    }
+}

@@ -1,0 +1,322 @@
+//! The descendants of a spawned server, tracked while it lives so that closing the client ends
+//! every one of them: also those that left the server's process group or session (`setsid`),
+//! which a signal to the group misses.
+//!
+//! Once a process's parent dies, the kernel hands it to init (or a subreaper) and the link to
+//! the server is gone, so the tree is learned *while the links exist*: the client scans it
+//! whenever it waits on the server (at most every [`SCAN_INTERVAL`]) and once more before it
+//! shuts the server down. Each process is remembered with its start time, and with a pidfd
+//! where the kernel has them, so a pid the kernel reused for a stranger is never signalled.
+//!
+//! What each platform gets:
+//! - Linux: the tree is read from `/proc/PID/task/TID/children` (or, on kernels without it,
+//!   from every `/proc/PID/stat`), and every tracked process still alive gets SIGKILL at
+//!   close and Drop. A process that was started *and* orphaned between two scans (a double
+//!   fork that finishes within [`SCAN_INTERVAL`]) is not seen.
+//! - Other systems (macOS, the BSDs): nothing is tracked; close and Drop end the server's
+//!   process group only, so a descendant that called `setsid` survives there.
+
+use std::collections::HashSet;
+use std::os::fd::{AsFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+use crate::sys;
+
+/// How often, at most, the tree is scanned while the client waits on the server.
+pub(crate) const SCAN_INTERVAL: Duration = Duration::from_millis(10);
+
+/// At most this many descendants are tracked (a fork bomb must not exhaust our fds); the
+/// process group kill still reaches those that stayed in the group.
+const MAX_TRACKED: usize = 256;
+
+/// One descendant: its pid, and what proves a later process with that pid is the same one.
+#[derive(Debug)]
+struct Tracked {
+    pid: u32,
+    /// Start time in clock ticks since boot (`/proc/PID/stat` field 22).
+    start: u64,
+    /// Signals exactly this process, whatever happens to its pid (Linux 5.3 and later).
+    pidfd: Option<OwnedFd>,
+}
+
+/// The server's descendants seen so far.
+#[derive(Debug)]
+pub(crate) struct ProcessTree {
+    root: u32,
+    /// Invariant: no two entries share a pid, and `known.len() <= MAX_TRACKED`.
+    known: Vec<Tracked>,
+    last_scan: Option<Instant>,
+}
+
+impl ProcessTree {
+    /// Tracks the descendants of `root` (the server, which the client signals itself).
+    pub(crate) fn new(root: u32) -> ProcessTree {
+        ProcessTree {
+            root,
+            known: Vec::new(),
+            last_scan: None,
+        }
+    }
+
+    /// How many descendants are tracked now (alive at the last scan).
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.known.len()
+    }
+
+    /// Scans unless the last scan was less than [`SCAN_INTERVAL`] ago.
+    pub(crate) fn scan_if_due(&mut self) {
+        if self.last_scan.is_none_or(|t| t.elapsed() >= SCAN_INTERVAL) {
+            self.scan();
+        }
+    }
+
+    /// Learns every live descendant of the server and of the processes already tracked (which
+    /// may have lost their link to the server), and forgets those that died.
+    pub(crate) fn scan(&mut self) {
+        self.last_scan = Some(Instant::now());
+        if !cfg!(target_os = "linux") {
+            return;
+        }
+        self.known.retain(|t| start_time(t.pid) == Some(t.start));
+        let mut seen: HashSet<u32> = self.known.iter().map(|t| t.pid).collect();
+        let mut stack: Vec<u32> = std::iter::once(self.root)
+            .chain(seen.iter().copied())
+            .collect();
+        let mut table = None;
+        while let Some(parent) = stack.pop() {
+            let children = match children_of(parent) {
+                Some(children) => children,
+                // No `children` files in this kernel: one read of every process instead.
+                None => table
+                    .get_or_insert_with(parent_table)
+                    .iter()
+                    .filter(|&&(_, ppid)| ppid == parent)
+                    .map(|&(pid, _)| pid)
+                    .collect(),
+            };
+            for pid in children {
+                if pid == self.root || !seen.insert(pid) || self.known.len() >= MAX_TRACKED {
+                    continue;
+                }
+                if let Some(tracked) = track(pid) {
+                    self.known.push(tracked);
+                    stack.push(pid);
+                }
+            }
+        }
+    }
+
+    /// Sends SIGKILL to every tracked descendant that is still the process it was, and forgets
+    /// them all. They are not our children: init reaps them.
+    pub(crate) fn kill_all(&mut self) {
+        for tracked in self.known.drain(..) {
+            match &tracked.pidfd {
+                Some(fd) => {
+                    let _ = sys::pidfd_signal(fd.as_fd(), libc::SIGKILL);
+                }
+                None => {
+                    if start_time(tracked.pid) == Some(tracked.start) {
+                        if let Ok(pid) = libc::pid_t::try_from(tracked.pid) {
+                            let _ = sys::signal_process(pid, libc::SIGKILL);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A live process to track: its start time, and a pidfd opened *before* the start time is
+/// read again, so the pidfd is known to name the process whose start time was recorded.
+fn track(pid: u32) -> Option<Tracked> {
+    let start = start_time(pid)?;
+    let pidfd = libc::pid_t::try_from(pid)
+        .ok()
+        .and_then(|p| sys::pidfd_open(p).ok());
+    if pidfd.is_some() && start_time(pid) != Some(start) {
+        return None;
+    }
+    Some(Tracked { pid, start, pidfd })
+}
+
+/// The fields of `/proc/PID/stat` after the command name (which may hold spaces and `)`).
+fn stat_fields(pid: u32) -> Option<Vec<String>> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let close = stat.rfind(')')?;
+    Some(
+        stat.get(close + 1..)?
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect(),
+    )
+}
+
+/// The start time of a live (not zombie) process.
+fn start_time(pid: u32) -> Option<u64> {
+    let fields = stat_fields(pid)?;
+    // fields[0] is the state (field 3); the start time is field 22.
+    if matches!(fields.first().map(String::as_str), Some("Z" | "X") | None) {
+        return None;
+    }
+    fields.get(19)?.parse().ok()
+}
+
+/// The children of every thread of `pid`, from `/proc/PID/task/TID/children`; `None` when the
+/// kernel does not have those files (the process itself may be gone: then no children).
+fn children_of(pid: u32) -> Option<Vec<u32>> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Some(Vec::new());
+    };
+    let mut children = Vec::new();
+    for task in tasks.flatten() {
+        match std::fs::read_to_string(task.path().join("children")) {
+            Ok(text) => children.extend(
+                text.split_whitespace()
+                    .filter_map(|p| p.parse::<u32>().ok()),
+            ),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                // The thread may have just exited; the file missing for a live thread means
+                // the kernel lacks it.
+                if task.path().exists() {
+                    return None;
+                }
+            }
+            Err(_) => {}
+        }
+    }
+    Some(children)
+}
+
+/// Every process's pid and parent pid, from `/proc/PID/stat`.
+fn parent_table() -> Vec<(u32, u32)> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            let ppid = stat_fields(pid)?.get(1)?.parse().ok()?;
+            Some((pid, ppid))
+        })
+        .collect()
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+    use std::process::{Command, Stdio};
+
+    /// Runs `f` on a thread and fails the test if it takes more than 20 s: nothing here can
+    /// hang the suite (the pipes are read only after the shell wrote its line).
+    fn bounded(f: impl FnOnce() + Send + 'static) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let handle = std::thread::spawn(move || {
+            f();
+            let _ = tx.send(());
+        });
+        match rx.recv_timeout(Duration::from_secs(20)) {
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => panic!("the test hung"),
+            _ => {
+                if let Err(panic) = handle.join() {
+                    std::panic::resume_unwind(panic);
+                }
+            }
+        }
+    }
+
+    fn alive(pid: u32) -> bool {
+        start_time(pid).is_some()
+    }
+
+    fn wait_dead(pid: u32) -> bool {
+        let end = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < end {
+            if !alive(pid) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        false
+    }
+
+    #[test]
+    fn a_grandchild_in_its_own_session_is_tracked_and_killed() {
+        bounded(|| {
+            // sh starts a `setsid` sleep, prints its pid, and waits: a grandchild of this test
+            // that left the group and the session of its parent.
+            let mut parent = Command::new("sh")
+                .args(["-c", "setsid sleep 30 & echo $!; wait"])
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let mut line = String::new();
+            std::io::BufRead::read_line(
+                &mut std::io::BufReader::new(parent.stdout.take().unwrap()),
+                &mut line,
+            )
+            .unwrap();
+            let grandchild: u32 = line.trim().parse().unwrap();
+            let mut tree = ProcessTree::new(parent.id());
+            // setsid may fork once more (when it leads a group already): the sleep is a
+            // descendant either way.
+            let end = Instant::now() + Duration::from_secs(5);
+            while tree.len() == 0 && Instant::now() < end {
+                tree.scan();
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            assert!(tree.known.iter().any(|t| t.pid == grandchild), "{tree:?}");
+            tree.kill_all();
+            assert!(
+                wait_dead(grandchild),
+                "the grandchild {grandchild} survived"
+            );
+            assert_eq!(tree.len(), 0);
+            let _ = parent.kill();
+            let _ = parent.wait();
+        });
+    }
+
+    #[test]
+    fn an_orphan_stays_tracked_after_its_parent_dies() {
+        bounded(|| {
+            // The middle process exits; its child (reparented to init) is still in the tree
+            // because it was seen while the link existed.
+            let mut parent = Command::new("sh")
+                .args(["-c", "sh -c 'sleep 30 & echo $!; sleep 0.3' ; wait"])
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let mut line = String::new();
+            std::io::BufRead::read_line(
+                &mut std::io::BufReader::new(parent.stdout.take().unwrap()),
+                &mut line,
+            )
+            .unwrap();
+            let orphan: u32 = line.trim().parse().unwrap();
+            let mut tree = ProcessTree::new(parent.id());
+            tree.scan();
+            assert!(tree.known.iter().any(|t| t.pid == orphan), "{tree:?}");
+            // Let the middle process die, then scan again: the orphan is still known.
+            std::thread::sleep(Duration::from_millis(600));
+            tree.scan();
+            assert!(tree.known.iter().any(|t| t.pid == orphan), "{tree:?}");
+            tree.kill_all();
+            assert!(wait_dead(orphan), "the orphan {orphan} survived");
+            let _ = parent.kill();
+            let _ = parent.wait();
+        });
+    }
+
+    #[test]
+    fn a_dead_process_is_forgotten_and_never_signalled() {
+        bounded(|| {
+            let mut child = Command::new("sh").args(["-c", "exit 0"]).spawn().unwrap();
+            let pid = child.id();
+            child.wait().unwrap();
+            assert_eq!(start_time(pid), None);
+            assert!(track(pid).is_none());
+        });
+    }
+}

@@ -1,0 +1,141 @@
+//! No process left behind: `Client::close`, `Drop` and `mcpipe probe` end every descendant of
+//! the server, also one that left its process group and session (`setsid`), which a signal to
+//! the group cannot reach. Linux only (/proc); elsewhere only the process group is ended.
+#![cfg(target_os = "linux")]
+
+mod util;
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use util::client::{fixture, fixture_path, mcpipe_bin, process_alive, wait_dead, watchdog};
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// A fresh file for the fixture to append its grandchildren's pids to.
+fn pid_file(name: &str) -> PathBuf {
+    let path = std::env::temp_dir().join(format!("mcpipe-setsid-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    path
+}
+
+/// The pids the fixture wrote.
+fn pids(path: &PathBuf) -> Vec<u32> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+/// The session and process group of a live process (fields 5 and 6 of /proc/PID/stat).
+fn session_and_group(pid: u32) -> (u32, u32) {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..]
+        .split_whitespace()
+        .collect();
+    (fields[3].parse().unwrap(), fields[2].parse().unwrap())
+}
+
+/// How many of `pids` are still alive, after giving each up to 2 s to die (SIGKILL is
+/// delivered asynchronously).
+fn survivors(pids: &[u32]) -> usize {
+    pids.iter()
+        .filter(|&&p| !wait_dead(p, Duration::from_secs(2)))
+        .count()
+}
+
+/// Starts the fixture, pings it, and returns the client and its grandchild, checked to be
+/// alive and outside the server's group and session (so the group kill alone cannot end it).
+fn start(path: &PathBuf) -> (mcpipe::Client, u32) {
+    let mut client = fixture("setsid_grandchild.py").arg(path).spawn().unwrap();
+    client.ping().unwrap();
+    let grandchild = pids(path)[0];
+    assert!(process_alive(grandchild));
+    let server = client.pid().unwrap();
+    let (session, group) = session_and_group(grandchild);
+    assert_ne!(
+        group, server,
+        "the grandchild is still in the server's group"
+    );
+    assert_eq!(
+        session, grandchild,
+        "the grandchild did not start its own session"
+    );
+    // The client scans the tree while it waits on the server: give it one more exchange after
+    // the tree's scan interval.
+    std::thread::sleep(Duration::from_millis(150));
+    client.ping().unwrap();
+    (client, grandchild)
+}
+
+#[test]
+fn close_ends_a_grandchild_in_its_own_session() {
+    watchdog(LIMIT, || {
+        let path = pid_file("close");
+        let (mut client, grandchild) = start(&path);
+        client.close();
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(survivors(&[grandchild]), 0, "{grandchild} survived close");
+    });
+}
+
+#[test]
+fn drop_ends_a_grandchild_in_its_own_session() {
+    watchdog(LIMIT, || {
+        let path = pid_file("drop");
+        let (client, grandchild) = start(&path);
+        drop(client);
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(survivors(&[grandchild]), 0, "{grandchild} survived drop");
+    });
+}
+
+/// The server exits by itself first: its grandchild is orphaned (reparented), and still ended
+/// at close because it was seen while the server lived.
+#[test]
+fn close_ends_the_orphan_of_a_server_that_already_exited() {
+    watchdog(LIMIT, || {
+        let path = pid_file("orphan");
+        let (mut client, grandchild) = start(&path);
+        let server = client.pid().unwrap();
+        // Any tools/call makes the fixture exit at once.
+        assert!(client.call_tool("anything", serde_json::json!({})).is_err());
+        assert!(wait_dead(server, Duration::from_secs(5)));
+        assert!(
+            process_alive(grandchild),
+            "nothing should have killed it yet"
+        );
+        client.close();
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(survivors(&[grandchild]), 0, "{grandchild} survived close");
+    });
+}
+
+#[test]
+fn the_probe_leaves_no_process_behind() {
+    watchdog(Duration::from_secs(120), || {
+        let path = pid_file("probe");
+        let fixture = fixture_path("setsid_grandchild.py");
+        let output = Command::new(mcpipe_bin())
+            .args(["probe", "--json", "--", "python3"])
+            .arg(&fixture)
+            .arg(&path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        let started = pids(&path);
+        let _ = std::fs::remove_file(&path);
+        // One server (and grandchild) per check at least: the count is meaningful.
+        assert!(
+            started.len() >= 15,
+            "{} grandchildren: {report:#}",
+            started.len()
+        );
+        assert_eq!(survivors(&started), 0, "of {started:?}");
+    });
+}
