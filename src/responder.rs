@@ -485,9 +485,18 @@ impl LoopHandle {
     /// # Errors
     /// [`Error::Rpc`] when the peer answered with an error, [`Error::Timeout`],
     /// [`Error::PeerGone`].
-    pub fn call(&self, method: &str, params: Option<Value>, timeout: Duration) -> Result<Value, Error> {
-        self.outbox
-            .call(method, params, Instant::now() + timeout, &CancelToken::new())
+    pub fn call(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        timeout: Duration,
+    ) -> Result<Value, Error> {
+        self.outbox.call(
+            method,
+            params,
+            Instant::now() + timeout,
+            &CancelToken::new(),
+        )
     }
 
     /// Hands `data` to the handler on the loop's thread

@@ -554,6 +554,11 @@ impl<S: 'static> Handler for McpServer<S> {
         }
     }
 
+    fn handle_cancelled(&mut self, request: RequestId, _cx: &mut Context<'_>) {
+        // A cancelled `tasks/result` stops waiting (its answer would not be sent anyway).
+        self.forget_waiter(&request);
+    }
+
     fn on_idle(&mut self, cx: &mut Context<'_>) {
         if let Some(hook) = &mut self.on_idle {
             let scope = self.session.scope();

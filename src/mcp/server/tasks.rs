@@ -26,7 +26,7 @@ use crate::mcp::era;
 use crate::mcp::input::Rounds;
 use crate::mcp::tasks::{EventKind, Status, TaskEvent, EXTENSION};
 use crate::mcp::tool::TaskSupport;
-use crate::message::{ErrorCode, ErrorObject};
+use crate::message::{ErrorCode, ErrorObject, RequestId};
 use crate::responder::{CancelToken, Outbox};
 use crate::stats::Stats;
 use crate::worker_pool::WorkerPool;
@@ -441,6 +441,13 @@ impl<S: 'static> McpServer<S> {
         };
         self.submit_task(job);
         Ok(json!({}))
+    }
+
+    /// Drops the `tasks/result` waiter of a request the client cancelled.
+    pub(super) fn forget_waiter(&mut self, request: &RequestId) {
+        for task in self.tasks.all_mut() {
+            task.waiters.retain(|w| w.id() != request);
+        }
     }
 
     /// Stops every running task (the server is ending) and answers whoever waits for one.
