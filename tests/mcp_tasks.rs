@@ -422,14 +422,27 @@ fn kept_tasks_are_bounded_and_tasks_list_pages_through_them() {
 #[test]
 fn the_server_ends_promptly_with_tasks_still_running() {
     let _w = watchdog("shutdown_with_tasks", LIMIT);
-    // End of input: nothing is owed, so the running tasks are stopped at once.
-    let mut c = Client::legacy(&[], "2025-11-25", json!({}));
-    for _ in 0..2 {
-        c.result(
-            "tools/call",
-            json!({ "name": "sleep", "arguments": { "ms": 60000 }, "task": {} }),
-        );
-    }
+    // End of input: nothing is owed, so the running tasks are stopped at once, a command's
+    // process group with them.
+    let mut c = Client::legacy(&["--allow-run"], "2025-11-25", json!({}));
+    let server = c.proc.pid();
+    c.result(
+        "tools/call",
+        json!({ "name": "sleep", "arguments": { "ms": 60000 }, "task": {} }),
+    );
+    c.result(
+        "tools/call",
+        json!({ "name": "run", "arguments": { "argv": ["sleep", "120"] }, "task": {} }),
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let child = loop {
+        let children = processes_where(|state, ppid, _| ppid == server && state != "Z");
+        if let Some(&pid) = children.first() {
+            break pid;
+        }
+        assert!(Instant::now() < deadline, "the command did not start");
+        std::thread::sleep(Duration::from_millis(10));
+    };
     let started = Instant::now();
     c.proc.close_stdin();
     assert_eq!(c.proc.wait_exit(), Some(0));
@@ -438,6 +451,14 @@ fn the_server_ends_promptly_with_tasks_still_running() {
         "{:?}",
         started.elapsed()
     );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !live_in_group(child).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the task's command outlived the server"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     // SIGTERM with a tasks/result waiting: it is answered (an error), and the process ends.
     let mut c = Client::legacy(&[], "2025-11-25", json!({}));
     let created = c.result(
