@@ -95,7 +95,9 @@ type IdleFn<S> = Box<dyn FnMut(&mut S, &mut McpContext<'_>)>;
 ///   client's version, capabilities and log level in each request's `_meta`, `server/discover`,
 ///   `resultType` and caching hints on results, `input_required` results for tools, prompts and
 ///   resources that need input from the client (see [`McpContext::input`]), and
-///   `subscriptions/listen`.
+///   `subscriptions/listen`;
+/// - in both: tasks, for tools that allow them ([`Tool::task_support`]; see
+///   [`McpServer::task_limits`] for how a task runs and how many are kept).
 ///
 /// The module docs of `mcp::server` (and `docs/revisions.md`) say which era serves a request.
 /// Capabilities list only what was registered (and `logging`).

@@ -158,7 +158,7 @@ impl<S: 'static> McpServer<S> {
         let answer = tool_answer(name, scope, &rounds, &binding, outcome);
         match wanted {
             // A quick tool's task is made when it returns (after any input rounds).
-            Some(wanted) => self.task_of_answer(wanted, answer, scope, cx),
+            Some(wanted) => self.task_of_answer(wanted, answer, scope),
             None => answer,
         }
     }

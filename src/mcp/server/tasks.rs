@@ -208,7 +208,6 @@ impl<S: 'static> McpServer<S> {
         wanted: TaskWanted,
         answer: Result<Value, ErrorObject>,
         scope: &Scope,
-        cx: &mut Context<'_>,
     ) -> Result<Value, ErrorObject> {
         if let Ok(result) = &answer {
             if result.get("resultType").and_then(Value::as_str) == Some("input_required") {
@@ -218,9 +217,8 @@ impl<S: 'static> McpServer<S> {
         let task = self.tasks.create(wanted.ttl)?;
         task.finish(answer);
         let id = task.id.clone();
-        let created = self.created(&id, scope);
-        self.status_changed(&id, cx);
-        Ok(created)
+        // No status notification: the answer itself tells the task's (final) status.
+        Ok(self.created(&id, scope))
     }
 
     /// A task for a concurrent tool: made now (so that a `tasks/get` right after the answer
