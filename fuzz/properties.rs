@@ -805,3 +805,17 @@ pub(crate) fn client_responses(data: &[u8]) {
     );
     let _ = std::fs::remove_file(&path);
 }
+
+// ---------------------------------------------------------------------------------------------
+// client_session: the client's sans-IO session, driven by a program of operations
+// ---------------------------------------------------------------------------------------------
+
+/// `client_session`: every request the client session starts ends exactly once (answered,
+/// timed out, cancelled, or failed with the connection), whatever the server writes and
+/// whenever time passes; progress and answers name only pending requests; no request id is
+/// sent twice; nothing panics. The property itself lives with the session
+/// (`mcpipe::internals::check_session`, behind the `internals` feature), where the
+/// crate's unit tests sweep it too.
+pub(crate) fn client_session(data: &[u8]) {
+    mcpipe::internals::check_session(data);
+}

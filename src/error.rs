@@ -5,7 +5,8 @@ use std::io;
 use std::process::ExitStatus;
 use std::time::Duration;
 
-use crate::message::ErrorObject;
+use crate::message::{ErrorCode, ErrorObject};
+use crate::protocol::RESOURCE_NOT_FOUND;
 
 /// Why [`Server::serve`](crate::Server::serve) returned normally.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,9 +47,11 @@ pub enum Error {
     },
     /// The peer is gone: a message could not be sent because the output is closed.
     PeerGone,
-    /// The peer cancelled the request being handled (see [`Context::checkpoint`]).
+    /// The peer cancelled the request being handled (see [`Context::checkpoint`]); in a
+    /// client, the caller cancelled the request it waits for ([`Call::cancel`]).
     ///
     /// [`Context::checkpoint`]: crate::Context::checkpoint
+    /// [`Call::cancel`]: crate::Call::cancel
     Cancelled,
     /// A shutdown signal (SIGTERM, SIGINT, SIGHUP) arrived while a handler was working: it should
     /// stop, and the loop ends once it returns.
@@ -134,7 +137,7 @@ impl Error {
     /// with `-32002` (the handshake era's code) or `-32602` (MCP 2026-07-28's, which is also
     /// its code for other invalid params, a malformed URI among them).
     pub fn is_resource_not_found(&self) -> bool {
-        matches!(self, Error::Rpc(e) if e.code.0 == -32002 || e.code.0 == -32602)
+        matches!(self, Error::Rpc(e) if e.code == RESOURCE_NOT_FOUND || e.code == ErrorCode::INVALID_PARAMS)
     }
 
     /// Whether trying again may help: a timeout, an I/O failure, a server that exited or went

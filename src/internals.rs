@@ -18,6 +18,9 @@ use crate::responder::{CancelToken, Event};
 use crate::session::{Limits, Session, Start};
 use crate::write_queue::WriteQueue;
 
+/// The client session's fuzz property (`client_session`): see its doc.
+pub use crate::client::check_session;
+
 /// A line longer than the limit, as the line buffer reports it (once per oversize line).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Oversize;

@@ -99,7 +99,9 @@
 //! what waits, a bounded close), and speaks both eras ([`Era`]): it probes with
 //! `server/discover` (MCP 2026-07-28) and falls back to the `initialize` handshake. The era,
 //! the protocol version and the server's discover or initialize result are cached for the life
-//! of the server process; see [`Client`] for what a restart keeps. See `docs/client.md`.
+//! of the server process; see [`Client`] for what a restart keeps. [`SharedClient`] is the
+//! same client for many threads and many requests in flight (an IO thread owns the server; each
+//! request keeps its own deadline, progress and cancellation). See `docs/client.md`.
 //!
 //! # Threads: one loop, slow work elsewhere
 //! One thread, the loop's, owns stdin, stdout and the session state, and runs the handler's
@@ -146,6 +148,7 @@ mod line_buffer;
 mod mcp;
 mod message;
 mod process_tree;
+mod protocol;
 mod responder;
 mod server;
 mod session;
@@ -153,6 +156,7 @@ mod stats;
 mod stdio_guard;
 mod sys;
 mod worker_pool;
+mod wrap;
 mod write_queue;
 
 /// The README's examples, compiled as doctests so that they cannot drift from the API.
@@ -162,8 +166,8 @@ struct ReadmeDoctests;
 
 pub use child::ChildOutput;
 pub use client::{
-    Client, ClientBuilder, ClientStats, Era, Progress, RequestOptions, RetryPolicy, Shutdown,
-    ShutdownStage,
+    Call, Canceller, Client, ClientBuilder, ClientStats, Era, Progress, RequestOptions,
+    RetryPolicy, SharedClient, Shutdown, ShutdownStage,
 };
 pub use diagnostics::stderr_line;
 pub use error::{Error, Outcome};
@@ -175,8 +179,9 @@ pub use mcp::prompt::{Prompt, PromptMessage};
 pub use mcp::resource::{base64, Resource, ResourceContents, ResourceTemplate};
 pub use mcp::server::McpServer;
 pub use mcp::tool::{Content, TaskSupport, Tool, ToolError, ToolResult};
-pub use mcp::{LATEST_PROTOCOL_VERSION, MODERN_PROTOCOL_VERSIONS, PROTOCOL_VERSIONS};
 pub use message::{ErrorCode, ErrorObject, Message, Notification, Request, RequestId, Response};
+pub use protocol::{LATEST_PROTOCOL_VERSION, MODERN_PROTOCOL_VERSIONS, PROTOCOL_VERSIONS};
 pub use responder::{CancelToken, LoopHandle, Responder};
 pub use server::Server;
 pub use stats::Stats;
+pub use wrap::{WrapOutcome, Wrapper};

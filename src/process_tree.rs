@@ -64,6 +64,11 @@ impl ProcessTree {
         self.known.len()
     }
 
+    /// Whether no descendant was alive at the last scan.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.known.is_empty()
+    }
+
     /// Scans unless the last scan was less than [`SCAN_INTERVAL`] ago.
     pub(crate) fn scan_if_due(&mut self) {
         if self.last_scan.is_none_or(|t| t.elapsed() >= SCAN_INTERVAL) {
@@ -262,7 +267,7 @@ mod tests {
             // setsid may fork once more (when it leads a group already): the sleep is a
             // descendant either way.
             let end = Instant::now() + Duration::from_secs(5);
-            while tree.len() == 0 && Instant::now() < end {
+            while tree.is_empty() && Instant::now() < end {
                 tree.scan();
                 std::thread::sleep(Duration::from_millis(10));
             }

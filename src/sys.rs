@@ -159,6 +159,40 @@ pub(crate) fn writable_now(fd: BorrowedFd<'_>) -> io::Result<bool> {
     Ok(ready > 0)
 }
 
+/// How many bytes wait unread in the pipe behind `fd` (`FIONREAD`; Linux answers it on either
+/// end of a pipe, which is what lets a writer see whether its reader took a line).
+pub(crate) fn pipe_unread(fd: BorrowedFd<'_>) -> io::Result<usize> {
+    let mut unread: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one `c_int` through the pointer, which points at a live,
+    // writable `c_int` for the whole call; `fd` is open.
+    cvt(unsafe { libc::ioctl(fd.as_raw_fd(), libc::FIONREAD, &mut unread) })?;
+    Ok(usize::try_from(unread).unwrap_or(0))
+}
+
+/// Makes this process a child subreaper (Linux `PR_SET_CHILD_SUBREAPER`): descendants orphaned
+/// below it are reparented to it instead of to init, so it can find and end them. Elsewhere it
+/// fails with `Unsupported`.
+pub(crate) fn become_child_subreaper() -> io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes an integer flag and no pointers.
+        cvt(unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) }).map(drop)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        Err(io::Error::from(io::ErrorKind::Unsupported))
+    }
+}
+
+/// Reaps one exited child of this process without waiting (`waitpid(-1, WNOHANG)`): its pid,
+/// or `None` when no child has exited (or there are none).
+pub(crate) fn reap_any() -> Option<libc::pid_t> {
+    let mut status: libc::c_int = 0;
+    // SAFETY: `status` is a live, writable `c_int`; WNOHANG makes the call return at once.
+    let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+    (pid > 0).then_some(pid)
+}
+
 /// The file status flags (`F_GETFL`) of `fd`.
 pub(crate) fn status_flags(fd: BorrowedFd<'_>) -> io::Result<libc::c_int> {
     // SAFETY: F_GETFL takes no pointer argument; `fd` is open.

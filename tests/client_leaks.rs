@@ -1,4 +1,4 @@
-//! Nothing outlives a client: no fd, no thread, no child. One test in this file, so that no
+//! Nothing outlives a client (plain or shared): no fd, no thread, no child. One test in this file, so that no
 //! other test opens fds or threads while it counts them.
 
 mod util;
@@ -33,6 +33,31 @@ fn no_fd_thread_or_child_outlives_a_client() {
             pids.push(client.pid().unwrap());
             if i % 3 == 0 {
                 client.close();
+            }
+        }
+        // Shared clients: an IO thread each, calls in flight when they end.
+        for i in 0..6 {
+            let client = fixture("good_server.py")
+                .close_timeouts(Duration::from_millis(500), Duration::from_millis(500))
+                .spawn_shared()
+                .unwrap();
+            client.ping().unwrap();
+            pids.push(client.pid().unwrap());
+            let params = serde_json::json!({"name": "sleep", "arguments": {"ms": 10_000}});
+            let call = client
+                .start("tools/call", Some(params), &mcpipe::RequestOptions::new())
+                .unwrap();
+            match i % 3 {
+                0 => drop(call),
+                1 => {
+                    client.close();
+                    assert!(matches!(call.wait(), Err(mcpipe::Error::Closed)));
+                }
+                _ => {
+                    let waiter = std::thread::spawn(move || call.wait());
+                    drop(client);
+                    assert!(matches!(waiter.join().unwrap(), Err(mcpipe::Error::Closed)));
+                }
             }
         }
         for i in 0..10 {

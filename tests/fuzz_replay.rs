@@ -19,13 +19,14 @@ const PER_INPUT: Duration = Duration::from_secs(30);
 /// A fuzz target's property: panics when the input breaks it.
 type Property = fn(&[u8]);
 
-const TARGETS: [(&str, Property); 6] = [
+const TARGETS: [(&str, Property); 7] = [
     ("framing", properties::framing),
     ("message", properties::message),
     ("server_loop", properties::server_loop),
     ("server_loop_mcp", properties::server_loop_mcp),
     ("server_session", properties::server_session),
     ("client_responses", properties::client_responses),
+    ("client_session", properties::client_session),
 ];
 
 fn fuzz_dir() -> PathBuf {
@@ -115,6 +116,11 @@ fn server_loop_mcp_corpus_and_regressions_hold() {
 #[test]
 fn client_responses_corpus_and_regressions_hold() {
     replay("client_responses", properties::client_responses);
+}
+
+#[test]
+fn client_session_corpus_and_regressions_hold() {
+    replay("client_session", properties::client_session);
 }
 
 /// The replay must not pass by testing nothing: every target has seeds.

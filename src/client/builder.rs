@@ -7,18 +7,14 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::era::{Era, LATEST_MODERN_VERSION};
+use super::era::Era;
 use super::process::Spawn;
 use super::retry::RetryPolicy;
-use super::Client;
+use super::{Client, SharedClient};
 use crate::error::Error;
 use crate::message::{ErrorObject, Notification};
 
-// The handshake-era versions the client asks for and accepts are the crate's own: one list
-// for the server layer and the client.
-pub(crate) use crate::mcp::{
-    LATEST_PROTOCOL_VERSION, PROTOCOL_VERSIONS as SUPPORTED_PROTOCOL_VERSIONS,
-};
+use crate::protocol::{LATEST_MODERN_VERSION, LATEST_PROTOCOL_VERSION};
 
 pub(crate) type StderrCallback = Box<dyn FnMut(&[u8]) + Send>;
 pub(crate) type NotificationCallback = Box<dyn FnMut(Notification) + Send>;
@@ -356,5 +352,15 @@ impl ClientBuilder {
     /// down before the error is returned.
     pub fn spawn(self) -> Result<Client, Error> {
         Client::start(self)
+    }
+
+    /// Starts a [`SharedClient`]: a client that many threads can use at once, with many
+    /// requests in flight. Its IO thread spawns the server and connects, so the server lives
+    /// as long as that thread, whichever thread called this.
+    ///
+    /// # Errors
+    /// As [`ClientBuilder::spawn`], and [`Error::Io`] when the thread cannot be started.
+    pub fn spawn_shared(self) -> Result<SharedClient, Error> {
+        SharedClient::spawn(self)
     }
 }

@@ -4,8 +4,11 @@
 
 use serde_json::{json, Map, Value};
 
-use super::builder::SUPPORTED_PROTOCOL_VERSIONS;
 use crate::message::ErrorObject;
+use crate::protocol::{
+    CLIENT_CAPABILITIES_KEY, CLIENT_INFO_KEY, PROTOCOL_VERSIONS, PROTOCOL_VERSION_KEY,
+    UNSUPPORTED_PROTOCOL_VERSION,
+};
 
 /// Which generation of MCP a connection speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -19,21 +22,6 @@ pub enum Era {
     /// and asks for input with `input_required` results instead.
     Modern,
 }
-
-/// The modern protocol versions the client speaks: the crate's one list, oldest first.
-pub(crate) use crate::mcp::MODERN_PROTOCOL_VERSIONS;
-
-/// The modern version the `server/discover` probe asks for by default.
-pub(crate) const LATEST_MODERN_VERSION: &str =
-    MODERN_PROTOCOL_VERSIONS[MODERN_PROTOCOL_VERSIONS.len() - 1];
-
-/// `UnsupportedProtocolVersion`: the server does not speak the requested modern version;
-/// `data.supported` lists those it does.
-pub(crate) const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
-
-const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
-const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
-const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
 
 /// What one answer to `server/discover` says about the server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,7 +63,7 @@ pub(crate) fn judge_discover(
                 None => Verdict::Legacy,
             }
         }
-        Err(error) if error.code.0 == UNSUPPORTED_PROTOCOL_VERSION => {
+        Err(error) if error.code == UNSUPPORTED_PROTOCOL_VERSION => {
             let data = error.data.as_ref().unwrap_or(&Value::Null);
             let Some(supported) = strings(data.get("supported")) else {
                 return Verdict::Legacy;
@@ -86,7 +74,7 @@ pub(crate) fn judge_discover(
             }
             let speaks_legacy = supported
                 .iter()
-                .any(|v| SUPPORTED_PROTOCOL_VERSIONS.contains(&v.as_str()));
+                .any(|v| PROTOCOL_VERSIONS.contains(&v.as_str()));
             if speaks_legacy {
                 Verdict::Legacy
             } else {
@@ -133,11 +121,11 @@ pub(crate) fn add_meta(
     let Some(meta) = meta.as_object_mut() else {
         return;
     };
-    meta.entry(META_PROTOCOL_VERSION)
+    meta.entry(PROTOCOL_VERSION_KEY)
         .or_insert_with(|| Value::from(version));
-    meta.entry(META_CLIENT_CAPABILITIES)
+    meta.entry(CLIENT_CAPABILITIES_KEY)
         .or_insert_with(|| capabilities.clone());
-    meta.entry(META_CLIENT_INFO)
+    meta.entry(CLIENT_INFO_KEY)
         .or_insert_with(|| client_info.clone());
 }
 
@@ -244,7 +232,7 @@ mod tests {
 
     fn unsupported(data: Value) -> Result<Value, ErrorObject> {
         Err(ErrorObject {
-            code: ErrorCode(UNSUPPORTED_PROTOCOL_VERSION),
+            code: UNSUPPORTED_PROTOCOL_VERSION,
             message: String::from("Unsupported protocol version"),
             data: Some(data),
         })
@@ -334,12 +322,12 @@ mod tests {
         );
         let meta = &params.as_ref().unwrap()["_meta"];
         assert_eq!(meta["progressToken"], 3);
-        assert_eq!(meta[META_PROTOCOL_VERSION], "1999-01-01");
-        assert_eq!(meta[META_CLIENT_CAPABILITIES], json!({"roots": {}}));
-        assert_eq!(meta[META_CLIENT_INFO]["name"], "c");
+        assert_eq!(meta[PROTOCOL_VERSION_KEY], "1999-01-01");
+        assert_eq!(meta[CLIENT_CAPABILITIES_KEY], json!({"roots": {}}));
+        assert_eq!(meta[CLIENT_INFO_KEY]["name"], "c");
         let mut none = None;
         add_meta(&mut none, "2026-07-28", &json!({}), &json!({}));
-        assert_eq!(none.unwrap()["_meta"][META_PROTOCOL_VERSION], "2026-07-28");
+        assert_eq!(none.unwrap()["_meta"][PROTOCOL_VERSION_KEY], "2026-07-28");
     }
 
     #[test]

@@ -1,22 +1,22 @@
 //! One spawned server: its pipes, its process group, its stderr tail, and the bounded shutdown
 //! sequence. Everything here is non-blocking; the only sleep is [`ServerProcess::wait`].
 
-use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mio::unix::pipe::{Receiver, Sender};
 use mio::unix::SourceFd;
-use mio::{Events, Interest, Poll, Token};
+use mio::{Events, Interest, Poll, Token, Waker};
 
 use crate::error::Error;
 use crate::line_buffer::{Line, LineBuffer};
-use crate::message::{parse_line, Message, Parsed};
+use crate::message::Message;
 use crate::process_tree::ProcessTree;
 use crate::sys::{self, SigpipeIgnored};
 use crate::write_queue::WriteQueue;
@@ -25,6 +25,8 @@ const STDOUT: Token = Token(0);
 const STDERR: Token = Token(1);
 const STDIN: Token = Token(2);
 const EXITED: Token = Token(3);
+/// Woken by another thread that has work for the one waiting here (the shared client).
+const WAKER: Token = Token(4);
 
 /// How much of the server's stderr is kept for error messages.
 pub(crate) const STDERR_TAIL_BYTES: usize = 64 * 1024;
@@ -50,15 +52,6 @@ pub(crate) struct Spawn {
     /// Set on top of whatever was inherited or allowed.
     pub(crate) envs: Vec<(OsString, OsString)>,
     pub(crate) cwd: Option<PathBuf>,
-}
-
-/// What a line from the server's stdout became.
-#[derive(Debug)]
-pub(crate) enum Inbound {
-    /// A valid message.
-    Message(Message),
-    /// A line that is not a valid message: why, and its start, made printable.
-    Bad { why: String, excerpt: String },
 }
 
 /// How a server ended when the client shut it down.
@@ -127,6 +120,8 @@ pub(crate) struct ServerProcess {
     status: Option<ExitStatus>,
     poll: Poll,
     events: Events,
+    /// Ends a [`wait`](ServerProcess::wait) early from another thread.
+    waker: Arc<Waker>,
     stdin: Option<Sender>,
     stdout: Option<Receiver>,
     stderr: Option<Receiver>,
@@ -136,8 +131,6 @@ pub(crate) struct ServerProcess {
     lines: LineBuffer,
     /// The server's stderr, split into lines for the stderr callback.
     err_lines: LineBuffer,
-    /// Messages of a batch line, not yet handed out.
-    deferred: VecDeque<Inbound>,
     /// Bytes for the server's stdin.
     queue: WriteQueue,
     // Readiness, as in the server loop: set by events (or at the start), cleared by WouldBlock.
@@ -203,7 +196,7 @@ impl ServerProcess {
                 io::Error::from(io::ErrorKind::NotFound),
             ));
         };
-        let mut setup = || -> io::Result<(Poll, Option<OwnedFd>)> {
+        let mut setup = || -> io::Result<(Poll, Option<OwnedFd>, Waker)> {
             stdin.set_nonblocking(true)?;
             stdout.set_nonblocking(true)?;
             stderr.set_nonblocking(true)?;
@@ -222,9 +215,11 @@ impl ServerProcess {
                     Interest::READABLE,
                 )?;
             }
-            Ok((poll, pidfd))
+            let waker = Waker::new(poll.registry(), WAKER)?;
+            Ok((poll, pidfd, waker))
         };
-        let (poll, pidfd) = setup().map_err(|e| Error::io("setting up the server's pipes", e))?;
+        let (poll, pidfd, waker) =
+            setup().map_err(|e| Error::io("setting up the server's pipes", e))?;
         let Some(child) = partial.disarm() else {
             return Err(Error::Closed);
         };
@@ -234,13 +229,13 @@ impl ServerProcess {
             status: None,
             poll,
             events: Events::with_capacity(8),
+            waker: Arc::new(waker),
             stdin: Some(stdin),
             stdout: Some(stdout),
             stderr: Some(stderr),
             pidfd,
             lines: LineBuffer::new(max_message_bytes),
             err_lines: LineBuffer::new(STDERR_TAIL_BYTES),
-            deferred: VecDeque::new(),
             queue: WriteQueue::new(usize::MAX),
             stdout_ready: true,
             stderr_ready: true,
@@ -263,6 +258,11 @@ impl ServerProcess {
         self.pgid as u32
     }
 
+    /// What another thread calls to end this process's [`wait`](ServerProcess::wait) early.
+    pub(crate) fn waker(&self) -> Arc<Waker> {
+        Arc::clone(&self.waker)
+    }
+
     /// Whether the server closed its stdout.
     pub(crate) fn stdout_eof(&self) -> bool {
         self.stdout_eof
@@ -278,10 +278,9 @@ impl ServerProcess {
         self.tail.text()
     }
 
-    /// Queues a message for the server and writes what the pipe takes now.
-    pub(crate) fn send(&mut self, message: &Message) {
+    /// Queues a message for the server; [`flush`](ServerProcess::flush) writes it.
+    pub(crate) fn enqueue(&mut self, message: &Message) {
         self.queue.push(message);
-        self.flush();
     }
 
     /// Queues raw bytes for the server and writes what the pipe takes now.
@@ -408,55 +407,19 @@ impl ServerProcess {
         (self.stdout_ready && !self.stdout_eof) || (self.stderr_ready && !self.stderr_eof)
     }
 
-    /// The next message from the server's stdout, or a bad line; `None` when more bytes are
+    /// The next line of the server's stdout (for the session); `None` when more bytes are
     /// needed. At end of file, the last line without a newline counts too.
-    pub(crate) fn next_inbound(&mut self) -> Option<Inbound> {
-        loop {
-            if let Some(inbound) = self.deferred.pop_front() {
-                return Some(inbound);
-            }
-            let line = if self.stdout_eof {
-                self.lines.finish()
-            } else {
-                self.lines.next_line()
-            }?;
-            let bytes = match line {
-                Line::Complete(bytes) => bytes,
-                Line::Oversize => {
-                    return Some(Inbound::Bad {
-                        why: format!(
-                            "a line longer than the limit of {} bytes",
-                            self.max_message_bytes
-                        ),
-                        excerpt: String::new(),
-                    })
-                }
-            };
-            match parse_line(bytes) {
-                Parsed::Single(message) => return Some(Inbound::Message(message)),
-                Parsed::Invalid(response) => {
-                    let why = match response.result {
-                        Err(error) => error.message,
-                        Ok(_) => String::from("not a valid message"),
-                    };
-                    return Some(Inbound::Bad {
-                        why,
-                        excerpt: crate::diagnostics::excerpt(bytes),
-                    });
-                }
-                Parsed::Batch(items) => {
-                    for item in items {
-                        self.deferred.push_back(match item {
-                            Ok(message) => Inbound::Message(message),
-                            Err(_) => Inbound::Bad {
-                                why: String::from("a batch element is not a valid message"),
-                                excerpt: String::new(),
-                            },
-                        });
-                    }
-                }
-            }
+    pub(crate) fn next_line(&mut self) -> Option<Line<'_>> {
+        if self.stdout_eof {
+            self.lines.finish()
+        } else {
+            self.lines.next_line()
         }
+    }
+
+    /// The longest line accepted from the server.
+    pub(crate) fn max_message_bytes(&self) -> usize {
+        self.max_message_bytes
     }
 
     /// Reaps the server if it has exited; returns its status once it has.
@@ -497,6 +460,7 @@ impl ServerProcess {
                 STDERR => self.stderr_ready = true,
                 // A closed read end also shows up as writable: the next write says EPIPE.
                 STDIN => self.stdin_writable = true,
+                // WAKER: the caller looks at its own queue after every wait.
                 _ => {}
             }
         }
@@ -516,7 +480,7 @@ impl ServerProcess {
                 return true;
             }
             self.read_available(on_stderr);
-            while self.next_inbound().is_some() {}
+            while self.next_line().is_some() {}
             let now = Instant::now();
             if now >= deadline {
                 return false;

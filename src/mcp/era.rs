@@ -12,20 +12,13 @@
 use serde_json::{json, Map, Value};
 
 use crate::mcp::logging::LogLevel;
-use crate::mcp::MODERN_PROTOCOL_VERSIONS;
-use crate::message::{ErrorCode, ErrorObject};
-
-pub(crate) const PROTOCOL_VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
-pub(crate) const CLIENT_CAPABILITIES_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
-pub(crate) const CLIENT_INFO_KEY: &str = "io.modelcontextprotocol/clientInfo";
-pub(crate) const LOG_LEVEL_KEY: &str = "io.modelcontextprotocol/logLevel";
-pub(crate) const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
-pub(crate) const SUBSCRIPTION_ID_KEY: &str = "io.modelcontextprotocol/subscriptionId";
-
-/// `-32021` (2026-07-28): the request needs a client capability the client did not declare.
-pub(crate) const MISSING_CLIENT_CAPABILITY: ErrorCode = ErrorCode(-32021);
-/// `-32022` (2026-07-28): the request names a protocol version this server does not speak.
-pub(crate) const UNSUPPORTED_PROTOCOL_VERSION: ErrorCode = ErrorCode(-32022);
+use crate::message::ErrorObject;
+// The keys and codes are the protocol module's; the server layer reaches them through here.
+pub(crate) use crate::protocol::{
+    CLIENT_CAPABILITIES_KEY, CLIENT_INFO_KEY, LOG_LEVEL_KEY, MISSING_CLIENT_CAPABILITY,
+    MODERN_PROTOCOL_VERSIONS, PROTOCOL_VERSION_KEY, SERVER_INFO_KEY, SUBSCRIPTION_ID_KEY,
+    UNSUPPORTED_PROTOCOL_VERSION,
+};
 
 /// What a modern request says about its client, from its `_meta`.
 #[derive(Debug, Clone)]
@@ -131,6 +124,7 @@ pub(crate) fn unsupported_version(requested: &str) -> ErrorObject {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::message::ErrorCode;
 
     fn params(meta: Value) -> Map<String, Value> {
         let mut p = Map::new();

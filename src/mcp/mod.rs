@@ -17,14 +17,7 @@ pub(crate) mod server;
 pub(crate) mod tasks;
 pub(crate) mod tool;
 
-/// Every handshake-era MCP protocol version this layer speaks (negotiated by `initialize`),
-/// oldest first. The stateless revisions are in [`MODERN_PROTOCOL_VERSIONS`].
-pub const PROTOCOL_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
-
-/// The version `initialize` offers to a client that asks for one this layer does not speak
-/// (the last handshake-era revision).
-pub const LATEST_PROTOCOL_VERSION: &str = "2025-11-25";
-
-/// The stateless MCP revisions this layer speaks, oldest first: a request names one in its
-/// `_meta["io.modelcontextprotocol/protocolVersion"]`, and `server/discover` lists them.
-pub const MODERN_PROTOCOL_VERSIONS: [&str; 1] = ["2026-07-28"];
+// The version tables live in the protocol module, shared with the client.
+pub(crate) use crate::protocol::{
+    LATEST_PROTOCOL_VERSION, MODERN_PROTOCOL_VERSIONS, PROTOCOL_VERSIONS,
+};

@@ -3,10 +3,10 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::message::{ErrorCode, ErrorObject};
+use crate::message::ErrorObject;
 
 /// MCP's "resource not found" code (2024-11-05 to 2025-11-25).
-pub(crate) const RESOURCE_NOT_FOUND: ErrorCode = ErrorCode(-32002);
+pub(crate) use crate::protocol::RESOURCE_NOT_FOUND;
 
 /// A resource as `resources/list` shows it: a URI, a name and any other field.
 ///

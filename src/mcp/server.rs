@@ -87,11 +87,11 @@ type IdleFn<S> = Box<dyn FnMut(&mut S, &mut McpContext<'_>)>;
 ///
 /// It implements [`Handler`], so [`Server`] runs it, and it serves clients of both eras:
 /// - handshake era: `initialize` (answering the client's protocol version when it is one of
-///   [`PROTOCOL_VERSIONS`], else the latest), `ping`, the list methods (paginated with opaque
+///   [`PROTOCOL_VERSIONS`](crate::PROTOCOL_VERSIONS), else the latest), `ping`, the list methods (paginated with opaque
 ///   cursors), `tools/call`, `resources/read`, `prompts/get`, `completion/complete`,
 ///   `logging/setLevel`, `resources/subscribe`, cancellation (`notifications/cancelled`) and
 ///   batches (only under 2025-03-26);
-/// - MCP 2026-07-28 ([`MODERN_PROTOCOL_VERSIONS`]): the same features per request, with the
+/// - MCP 2026-07-28 ([`MODERN_PROTOCOL_VERSIONS`](crate::MODERN_PROTOCOL_VERSIONS)): the same features per request, with the
 ///   client's version, capabilities and log level in each request's `_meta`, `server/discover`,
 ///   `resultType` and caching hints on results, `input_required` results for tools, prompts and
 ///   resources that need input from the client (see [`McpContext::input`]), and

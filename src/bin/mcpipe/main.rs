@@ -1,5 +1,6 @@
-//! The `mcpipe` command: `mcpipe demo` serves the demo MCP server on stdio, and
-//! `mcpipe probe [-- COMMAND ARGS...]` checks any stdio MCP server (by default the demo).
+//! The `mcpipe` command: `mcpipe demo` serves the demo MCP server on stdio,
+//! `mcpipe probe [-- COMMAND ARGS...]` checks any stdio MCP server (by default the demo), and
+//! `mcpipe wrap -- COMMAND ARGS...` runs any stdio MCP server behind mcpipe.
 //!
 //! Run: `cargo run --release -- probe`, or `cargo run --release -- help demo`.
 //!
@@ -16,6 +17,7 @@ use std::process::ExitCode;
 mod conformance;
 mod demo;
 mod probe;
+mod wrap;
 
 const USAGE: &str = "usage: mcpipe <command> [options]
 
@@ -24,6 +26,7 @@ MCP (Model Context Protocol) over stdio: a demo server and a probe for any stdio
 commands:
   demo     serve the demo MCP server on stdin/stdout
   probe    check a stdio MCP server for hangs, crashes and leaks (by default the demo)
+  wrap     run any stdio MCP server behind mcpipe, so that it behaves
   help     show this help, or a command's: mcpipe help <command>
 
 options:
@@ -42,6 +45,7 @@ fn main() -> ExitCode {
     match command.as_deref() {
         Some("demo") => demo::run(rest),
         Some("probe") => probe::run(rest),
+        Some("wrap") => wrap::run(rest),
         Some("-h" | "--help") if rest.is_empty() => print_out(USAGE),
         Some("help") => help(&rest),
         Some("-V" | "--version") if rest.is_empty() => {
@@ -62,6 +66,7 @@ fn help(rest: &[String]) -> ExitCode {
         [command] if command == "demo" => print_out(demo::USAGE),
         // The probe owns its help text and where it goes: ask it, as `mcpipe probe --help` does.
         [command] if command == "probe" => probe::run(vec![String::from("--help")]),
+        [command] if command == "wrap" => print_out(wrap::USAGE),
         [command] if command == "help" => print_out(USAGE),
         [command] => usage_error(&format!(
             "no help for {command:?}: there is no such command"

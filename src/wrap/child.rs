@@ -1,0 +1,535 @@
+//! The wrapped server process and its supervisor: spawn, the three pipes (a paced writer, a
+//! line reader that routes what the server says, a stderr forwarder that never blocks it),
+//! request deadlines, restarts after a crash with the client's own handshake, and the end.
+//!
+//! Each pipe has a thread of its own that blocks only on that pipe, so nothing here can hold
+//! up the loop: the loop hands lines over through a queue and gets answers back through
+//! responders and its [`LoopHandle`].
+
+use std::collections::{HashMap, VecDeque};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::AsFd;
+use std::os::unix::process::CommandExt;
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use super::Wrapper;
+use crate::diagnostics;
+use crate::message::{ErrorCode, ErrorObject, Message, RequestId, Response};
+use crate::process_tree::ProcessTree;
+use crate::responder::{LoopHandle, Responder};
+use crate::sys;
+
+/// The id prefix of the `initialize` the wrapper replays to a restarted server.
+const REPLAY_PREFIX: &str = "mcpipe-wrap-replay-";
+
+/// How long a replayed `initialize` may take before the queued messages go anyway.
+const REPLAY_WAIT: Duration = Duration::from_secs(10);
+
+/// How often the supervisor looks at the server, the deadlines and a stop request.
+const TICK: Duration = Duration::from_millis(5);
+
+/// The first pause before a restart; it doubles up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding one of these locks leaves plain data behind: go on with it.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A request of the client's that the server has not answered yet.
+#[derive(Debug)]
+pub(super) struct Pending {
+    pub(super) responder: Responder,
+    pub(super) method: String,
+    pub(super) deadline: Option<Instant>,
+}
+
+/// Lines for the server's stdin, in order; `closed` once the client is done.
+#[derive(Debug, Default)]
+struct Queue {
+    lines: VecDeque<Vec<u8>>,
+    closed: bool,
+}
+
+/// How the end goes, once asked for.
+#[derive(Debug, Clone, Copy)]
+struct Stop {
+    asked: Instant,
+    /// From `asked` to SIGTERM.
+    term_after: Duration,
+    /// From `asked` to SIGKILL.
+    kill_after: Duration,
+}
+
+/// What the loop's thread and the supervisor's threads share.
+#[derive(Debug)]
+pub(super) struct Shared {
+    pub(super) config: Wrapper,
+    pub(super) pending: Mutex<HashMap<RequestId, Pending>>,
+    queue: Mutex<Queue>,
+    queue_changed: Condvar,
+    /// The client's `initialize` params, replayed to a restarted server.
+    pub(super) init: Mutex<Option<Value>>,
+    /// The client sent `notifications/initialized` (replayed too).
+    pub(super) initialized: AtomicBool,
+    /// The negotiated revision has batches (2025-03-26).
+    pub(super) batches: AtomicBool,
+    /// The id of a replayed `initialize` whose answer the writer waits for.
+    replay: Mutex<Option<RequestId>>,
+    replay_done: Condvar,
+    stop: Mutex<Option<Stop>>,
+    gave_up: AtomicBool,
+    starts: AtomicU32,
+    last_exit: Mutex<Option<ExitStatus>>,
+}
+
+impl Shared {
+    pub(super) fn new(config: Wrapper) -> Shared {
+        Shared {
+            config,
+            pending: Mutex::new(HashMap::new()),
+            queue: Mutex::new(Queue::default()),
+            queue_changed: Condvar::new(),
+            init: Mutex::new(None),
+            initialized: AtomicBool::new(false),
+            batches: AtomicBool::new(false),
+            replay: Mutex::new(None),
+            replay_done: Condvar::new(),
+            stop: Mutex::new(None),
+            gave_up: AtomicBool::new(false),
+            starts: AtomicU32::new(0),
+            last_exit: Mutex::new(None),
+        }
+    }
+
+    /// Queues one line (without its newline) for the server.
+    pub(super) fn to_server(&self, message: &Message) {
+        let mut line = message.to_line();
+        line.push(b'\n');
+        lock(&self.queue).lines.push_back(line);
+        self.queue_changed.notify_all();
+    }
+
+    pub(super) fn gave_up(&self) -> bool {
+        self.gave_up.load(Ordering::Acquire)
+    }
+
+    pub(super) fn starts(&self) -> u32 {
+        self.starts.load(Ordering::Acquire)
+    }
+
+    pub(super) fn last_exit(&self) -> Option<ExitStatus> {
+        *lock(&self.last_exit)
+    }
+
+    /// Asks for the end: the server's stdin is closed now; SIGTERM and SIGKILL follow.
+    pub(super) fn ask_to_stop(&self, quick: bool) {
+        let (term_after, kill_after) = if quick {
+            (Duration::ZERO, Duration::from_millis(200))
+        } else {
+            (
+                self.config.grace,
+                self.config.grace + Duration::from_secs(1),
+            )
+        };
+        lock(&self.stop).get_or_insert(Stop {
+            asked: Instant::now(),
+            term_after,
+            kill_after,
+        });
+        lock(&self.queue).closed = true;
+        self.queue_changed.notify_all();
+    }
+
+    fn stopping(&self) -> Option<Stop> {
+        *lock(&self.stop)
+    }
+
+    /// Answers every request in flight with `error`.
+    fn fail_pending(&self, error: &ErrorObject) {
+        let pending: Vec<Pending> = lock(&self.pending).drain().map(|(_, p)| p).collect();
+        for p in pending {
+            p.responder.respond(Err(error.clone()));
+        }
+    }
+}
+
+/// Starts the supervisor, which spawns the server and keeps it running until asked to stop.
+pub(super) fn supervise(shared: Arc<Shared>, handle: LoopHandle) -> JoinHandle<()> {
+    thread::spawn(move || {
+        let mut starts: VecDeque<Instant> = VecDeque::new();
+        let mut backoff = FIRST_BACKOFF;
+        loop {
+            let now = Instant::now();
+            starts.push_back(now);
+            while starts
+                .front()
+                .is_some_and(|t| now.duration_since(*t) > shared.config.restart_window)
+            {
+                starts.pop_front();
+            }
+            let allowed = shared.config.max_restarts as usize + 1;
+            if starts.len() > allowed || shared.stopping().is_some() {
+                if shared.stopping().is_none() {
+                    give_up(&shared, "it exited too often");
+                }
+                return;
+            }
+            let status = match run_once(&shared, &handle) {
+                Ok(status) => status,
+                Err(e) => {
+                    give_up(&shared, &format!("it could not be started: {e}"));
+                    return;
+                }
+            };
+            *lock(&shared.last_exit) = Some(status);
+            let name = &shared.config.name;
+            let error = ErrorObject::internal(format!(
+                "internal error: the wrapped server {name} exited ({status}) before answering"
+            ))
+            .with_data(json!({ "exitCode": status.code(), "signal": signal_of(status) }));
+            shared.fail_pending(&error);
+            if shared.stopping().is_some() {
+                return;
+            }
+            diagnostics::line(&format!(
+                "mcpipe wrap: {name} exited ({status}); restarting"
+            ));
+            thread::sleep(backoff);
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+            queue_replay(&shared);
+        }
+    })
+}
+
+fn signal_of(status: ExitStatus) -> Option<i32> {
+    std::os::unix::process::ExitStatusExt::signal(&status)
+}
+
+/// From now on every request is answered with an error (the relay checks `gave_up`).
+fn give_up(shared: &Shared, why: &str) {
+    shared.gave_up.store(true, Ordering::Release);
+    let name = &shared.config.name;
+    diagnostics::line(&format!("mcpipe wrap: giving up on {name}: {why}"));
+    let error = ErrorObject::internal(format!(
+        "internal error: the wrapped server {name} is not running: {why}"
+    ));
+    shared.fail_pending(&error);
+}
+
+/// Puts the client's handshake in front of whatever waits for a restarted server.
+fn queue_replay(shared: &Shared) {
+    let Some(params) = lock(&shared.init).clone() else {
+        return;
+    };
+    let id = RequestId::from(format!("{REPLAY_PREFIX}{}", shared.starts()));
+    let mut queue = lock(&shared.queue);
+    if shared.initialized.load(Ordering::Acquire) {
+        let line = Message::Notification(crate::message::Notification {
+            method: "notifications/initialized".to_owned(),
+            params: None,
+        });
+        let mut bytes = line.to_line();
+        bytes.push(b'\n');
+        queue.lines.push_front(bytes);
+    }
+    let init = Message::Request(crate::message::Request {
+        id: id.clone(),
+        method: "initialize".to_owned(),
+        params: Some(params),
+    });
+    let mut bytes = init.to_line();
+    bytes.push(b'\n');
+    queue.lines.push_front(bytes);
+    *lock(&shared.replay) = Some(id);
+}
+
+/// One life of the server: spawn it, serve its pipes, watch deadlines and the stop request,
+/// and return its exit status once it is gone (with every descendant it left).
+fn run_once(shared: &Arc<Shared>, handle: &LoopHandle) -> std::io::Result<ExitStatus> {
+    let config = &shared.config;
+    let mut command = Command::new(&config.program);
+    command
+        .args(&config.args)
+        .process_group(0)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = command.spawn()?;
+    shared.starts.fetch_add(1, Ordering::AcqRel);
+    let pid = child.id();
+    let pgid = libc::pid_t::try_from(pid).unwrap_or(0);
+    let mut tree = ProcessTree::new(pid);
+    let alive = Arc::new(AtomicBool::new(true));
+    let threads = start_pipes(shared, handle, &mut child, &alive);
+    let mut signalled = (false, false);
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        tree.scan_if_due();
+        expire_deadlines(shared);
+        if let Some(stop) = shared.stopping() {
+            let since = stop.asked.elapsed();
+            if since >= stop.term_after && !signalled.0 {
+                signalled.0 = true;
+                let _ = sys::signal_group(pgid, libc::SIGTERM);
+            }
+            if since >= stop.kill_after && !signalled.1 {
+                signalled.1 = true;
+                let _ = sys::signal_group(pgid, libc::SIGKILL);
+                tree.kill_all();
+            }
+        }
+        thread::sleep(TICK);
+    };
+    alive.store(false, Ordering::Release);
+    shared.queue_changed.notify_all();
+    // What the server left running: its group, and whatever left the group.
+    let _ = sys::signal_group(pgid, libc::SIGKILL);
+    tree.scan();
+    tree.kill_all();
+    for thread in threads {
+        let _ = thread.join();
+    }
+    Ok(status)
+}
+
+fn start_pipes(
+    shared: &Arc<Shared>,
+    handle: &LoopHandle,
+    child: &mut Child,
+    alive: &Arc<AtomicBool>,
+) -> Vec<JoinHandle<()>> {
+    let mut threads = Vec::new();
+    if let Some(stdin) = child.stdin.take() {
+        let (shared, alive) = (Arc::clone(shared), Arc::clone(alive));
+        threads.push(thread::spawn(move || write_lines(&shared, stdin, &alive)));
+    }
+    if let Some(stdout) = child.stdout.take() {
+        let (shared, handle) = (Arc::clone(shared), handle.clone());
+        threads.push(thread::spawn(move || read_lines(&shared, &handle, stdout)));
+    }
+    if let Some(mut stderr) = child.stderr.take() {
+        let name = shared.config.name.clone();
+        threads.push(thread::spawn(move || forward_stderr(&name, &mut stderr)));
+    }
+    threads
+}
+
+/// Answers overdue requests with an error and tells the server they are cancelled.
+fn expire_deadlines(shared: &Shared) {
+    let now = Instant::now();
+    let overdue: Vec<(RequestId, Pending)> = {
+        let mut pending = lock(&shared.pending);
+        let ids: Vec<RequestId> = pending
+            .iter()
+            .filter(|(_, p)| p.deadline.is_some_and(|d| now >= d))
+            .map(|(id, _)| id.clone())
+            .collect();
+        ids.into_iter()
+            .filter_map(|id| pending.remove(&id).map(|p| (id, p)))
+            .collect()
+    };
+    for (id, p) in overdue {
+        let timeout = shared.config.request_timeout.unwrap_or_default();
+        p.responder.respond(Err(ErrorObject::internal(format!(
+            "internal error: the wrapped server did not answer {} within {} ms",
+            p.method,
+            timeout.as_millis()
+        ))));
+        shared.to_server(&Message::Notification(crate::message::Notification {
+            method: "notifications/cancelled".to_owned(),
+            params: Some(json!({ "requestId": id.to_value(), "reason": "timeout" })),
+        }));
+    }
+}
+
+/// The server's stdin: one line at a time; with pacing, the next only once the server took
+/// the last out of the pipe. Ends when the server is gone or the client is done.
+fn write_lines(shared: &Shared, mut stdin: ChildStdin, alive: &AtomicBool) {
+    loop {
+        let line = {
+            let mut queue = lock(&shared.queue);
+            loop {
+                if !alive.load(Ordering::Acquire) {
+                    return;
+                }
+                if let Some(line) = queue.lines.pop_front() {
+                    break line;
+                }
+                if queue.closed {
+                    return; // dropping stdin is the server's end of input
+                }
+                queue = match shared.queue_changed.wait_timeout(queue, TICK * 10) {
+                    Ok((q, _)) => q,
+                    Err(p) => p.into_inner().0,
+                };
+            }
+        };
+        if stdin.write_all(&line).and_then(|()| stdin.flush()).is_err() {
+            return; // the server is gone; its requests are failed by the supervisor
+        }
+        if shared.config.pacing {
+            wait_until_taken(&stdin, alive);
+        }
+        // After a replayed `initialize`, nothing else until the server answered it.
+        let mut replay = lock(&shared.replay);
+        let until = Instant::now() + REPLAY_WAIT;
+        while replay.is_some() && alive.load(Ordering::Acquire) && Instant::now() < until {
+            replay = match shared.replay_done.wait_timeout(replay, TICK * 10) {
+                Ok((r, _)) => r,
+                Err(p) => p.into_inner().0,
+            };
+        }
+    }
+}
+
+/// Waits until the pipe to the server is empty: the server read the line (into whatever
+/// buffer it has, which is the point: it then holds every message it was sent).
+fn wait_until_taken(stdin: &ChildStdin, alive: &AtomicBool) {
+    let mut pause = Duration::from_micros(20);
+    while alive.load(Ordering::Acquire) {
+        match sys::pipe_unread(stdin.as_fd()) {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {
+                thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(1));
+            }
+        }
+    }
+}
+
+/// The server's stdout, line by line: answers go to the requests' responders, requests and
+/// notifications to the client unchanged, anything that is not JSON-RPC to stderr.
+fn read_lines(shared: &Shared, handle: &LoopHandle, stdout: impl Read) {
+    let mut reader = BufReader::with_capacity(1 << 16, stdout);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match reader.read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        while matches!(line.last(), Some(b'\n' | b'\r')) {
+            line.pop();
+        }
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        route(shared, handle, &line);
+    }
+}
+
+fn route(shared: &Shared, handle: &LoopHandle, line: &[u8]) {
+    match Message::from_slice(line) {
+        Ok(Message::Response(response)) => answer(shared, response),
+        Ok(message) => {
+            let _ = handle.send(message);
+        }
+        Err(_) => match serde_json::from_slice::<Vec<Value>>(line) {
+            // A batch (2025-03-26): each item on its own.
+            Ok(items) if !items.is_empty() => {
+                for item in items {
+                    route(shared, handle, item.to_string().as_bytes());
+                }
+            }
+            _ => {
+                let name = &shared.config.name;
+                let text = String::from_utf8_lossy(line);
+                diagnostics::line(&format!("{name} (stdout, not JSON-RPC): {text}"));
+            }
+        },
+    }
+}
+
+fn answer(shared: &Shared, response: Response) {
+    let name = &shared.config.name;
+    let Some(id) = response.id.clone() else {
+        diagnostics::line(&format!(
+            "{name}: an error response without an id: {:?}",
+            response.result.err()
+        ));
+        return;
+    };
+    if id.as_str().is_some_and(|s| s.starts_with(REPLAY_PREFIX)) {
+        *lock(&shared.replay) = None;
+        shared.replay_done.notify_all();
+        if let Err(e) = response.result {
+            diagnostics::line(&format!("{name}: the replayed initialize failed: {e}"));
+        }
+        return;
+    }
+    let Some(pending) = lock(&shared.pending).remove(&id) else {
+        diagnostics::line(&format!(
+            "{name}: an answer to no request in flight (id {id})"
+        ));
+        return;
+    };
+    if pending.method == "initialize" {
+        let version = response
+            .result
+            .as_ref()
+            .ok()
+            .and_then(|r| r.get("protocolVersion"));
+        let batches = version.and_then(Value::as_str) == Some("2025-03-26");
+        shared.batches.store(batches, Ordering::Release);
+    }
+    pending.responder.respond(response.result);
+}
+
+/// The server's stderr, line by line, to ours under its name: read as fast as it comes, so the
+/// server never blocks on it, and written without blocking (dropped and counted if ours is
+/// full).
+fn forward_stderr(name: &str, stderr: &mut impl Read) {
+    let mut reader = BufReader::new(stderr);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match reader.read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        while matches!(line.last(), Some(b'\n' | b'\r')) {
+            line.pop();
+        }
+        diagnostics::line(&format!("{name}: {}", String::from_utf8_lossy(&line)));
+    }
+}
+
+/// Ends every process still below this one (the wrapper is a subreaper on Linux, so orphans
+/// of the server's tree are its children now) and reaps them.
+pub(super) fn end_every_descendant() {
+    let mut mine = ProcessTree::new(std::process::id());
+    mine.scan();
+    mine.kill_all();
+    let until = Instant::now() + Duration::from_millis(500);
+    loop {
+        while sys::reap_any().is_some() {}
+        let mut again = ProcessTree::new(std::process::id());
+        again.scan();
+        if again.is_empty() || Instant::now() >= until {
+            return;
+        }
+        thread::sleep(TICK);
+    }
+}
+
+/// The error a request gets once the wrapper gave up on the server.
+pub(super) fn not_running(shared: &Shared) -> ErrorObject {
+    ErrorObject::new(
+        ErrorCode::INTERNAL_ERROR,
+        format!(
+            "internal error: the wrapped server {} is not running (it exited too often, or \
+             could not be started)",
+            shared.config.name
+        ),
+    )
+}

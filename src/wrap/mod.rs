@@ -1,0 +1,168 @@
+//! [`Wrapper`]: any stdio MCP server behind mcpipe's own loop, so that it behaves.
+//!
+//! The client talks to the loop ([`Server`] with the [`relay`] handler): bad input is answered
+//! there (malformed JSON, invalid requests, oversize lines, batches the negotiated revision
+//! forbids) and never reaches the server; everything else is relayed unchanged, ids included.
+//! The wrapped server runs under a supervisor ([`child`]): its stdout is read line by line
+//! (only JSON-RPC messages reach the client, anything else goes to stderr under the server's
+//! name), its stderr is forwarded without ever blocking it, lines reach its stdin one at a time
+//! (paced: the next only once it took the last out of the pipe), a crash answers every request
+//! in flight with an error and restarts it with the client's own handshake, and the end leaves
+//! no process of its tree behind.
+
+mod child;
+mod relay;
+
+use std::ffi::OsString;
+use std::process::ExitStatus;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::error::{Error, Outcome};
+use crate::server::Server;
+use crate::sys;
+
+/// How a wrap ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WrapOutcome {
+    /// The client closed its input (or went away); the server was stopped. Its last exit
+    /// status, when it was seen.
+    Finished(Option<ExitStatus>),
+    /// The server exited more often than the restart budget allows (or could not be started);
+    /// requests were answered with errors until the client closed its input.
+    GaveUp {
+        /// Times it was started in all.
+        starts: u32,
+    },
+    /// SIGTERM, SIGINT or SIGHUP (the number) ended the wrap; the server was stopped.
+    Signal(i32),
+}
+
+impl WrapOutcome {
+    /// The exit status a wrapper process should end with: 0 when the client finished, 3 when
+    /// the server could not be kept running, 128 + N after signal N.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            WrapOutcome::Finished(_) => 0,
+            WrapOutcome::GaveUp { .. } => 3,
+            WrapOutcome::Signal(n) => u8::try_from(128 + n).unwrap_or(255),
+        }
+    }
+}
+
+/// Runs a stdio MCP server that was not written with this crate behind mcpipe's loop, on this
+/// process's stdin and stdout (`mcpipe wrap -- CMD ARGS`).
+///
+/// # Example
+/// ```no_run
+/// use std::time::Duration;
+/// let outcome = mcpipe::Wrapper::new("npx", ["-y", "@modelcontextprotocol/server-everything"])
+///     .request_timeout(Some(Duration::from_secs(120)))
+///     .run()?;
+/// std::process::exit(i32::from(outcome.exit_code()));
+/// # Ok::<(), mcpipe::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Wrapper {
+    program: OsString,
+    args: Vec<OsString>,
+    name: String,
+    pacing: bool,
+    request_timeout: Option<Duration>,
+    max_restarts: u32,
+    restart_window: Duration,
+    grace: Duration,
+}
+
+impl Wrapper {
+    /// Wraps `program` with `args`. Defaults: pacing on, no request timeout, at most 5 restarts
+    /// within 60 s, 2 s between closing the server's stdin and SIGTERM at the end.
+    pub fn new<I, S>(program: impl Into<OsString>, args: I) -> Wrapper
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        let program = program.into();
+        let name = std::path::Path::new(&program)
+            .file_name()
+            .map_or_else(|| "server".to_owned(), |n| n.to_string_lossy().into_owned());
+        Wrapper {
+            program,
+            args: args.into_iter().map(Into::into).collect(),
+            name,
+            pacing: true,
+            request_timeout: None,
+            max_restarts: 5,
+            restart_window: Duration::from_secs(60),
+            grace: Duration::from_secs(2),
+        }
+    }
+
+    /// The name that prefixes the server's stderr lines and its stray stdout lines (the
+    /// program's file name by default).
+    pub fn name(mut self, name: impl Into<String>) -> Wrapper {
+        self.name = name.into();
+        self
+    }
+
+    /// Whether lines reach the server one at a time, the next only once the server took the
+    /// last out of its stdin pipe (on by default). Pacing is what keeps a server whose
+    /// buffered reader over-reads from sleeping on a request it already holds; it costs a few
+    /// microseconds per message (BENCHMARKS.md).
+    pub fn pacing(mut self, on: bool) -> Wrapper {
+        self.pacing = on;
+        self
+    }
+
+    /// A deadline for every request: an overdue one is answered with an error and the server
+    /// gets `notifications/cancelled` for it. None by default.
+    pub fn request_timeout(mut self, timeout: Option<Duration>) -> Wrapper {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// How many restarts after crashes are allowed within `window` before the wrapper gives up
+    /// (then every request is answered with an error until the client closes its input).
+    pub fn restarts(mut self, max: u32, window: Duration) -> Wrapper {
+        self.max_restarts = max;
+        self.restart_window = window;
+        self
+    }
+
+    /// How long the server gets to exit after its stdin is closed at the end, before SIGTERM
+    /// (SIGKILL follows one second later). A signal to the wrapper shortens all of it, so
+    /// that the wrapper ends within a second.
+    pub fn shutdown_grace(mut self, grace: Duration) -> Wrapper {
+        self.grace = grace;
+        self
+    }
+
+    /// Serves stdin and stdout until the client closes its input or a signal arrives, then
+    /// stops the server and every process it started.
+    ///
+    /// On Linux the wrapper becomes a child subreaper, so descendants that leave the server's
+    /// process group or session are found and ended too. Elsewhere (macOS) the server's
+    /// process group is ended, and a descendant that called `setsid` is not found.
+    ///
+    /// # Errors
+    /// As [`Server::serve_stdio`].
+    pub fn run(&self) -> Result<WrapOutcome, Error> {
+        // Unsupported outside Linux: documented above.
+        let _ = sys::become_child_subreaper();
+        let shared = Arc::new(child::Shared::new(self.clone()));
+        let mut relay = relay::Relay::new(Arc::clone(&shared));
+        let outcome = Server::new()
+            .shutdown_grace(self.request_timeout.unwrap_or(Duration::from_secs(10)))
+            .serve_stdio(&mut relay)?;
+        relay.finish(&outcome);
+        child::end_every_descendant();
+        Ok(match outcome {
+            Outcome::Signal(n) => WrapOutcome::Signal(n),
+            _ if shared.gave_up() => WrapOutcome::GaveUp {
+                starts: shared.starts(),
+            },
+            _ => WrapOutcome::Finished(shared.last_exit()),
+        })
+    }
+}

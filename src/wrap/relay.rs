@@ -1,0 +1,145 @@
+//! The handler the wrapper's loop serves: it relays what the client sends to the wrapped
+//! server (requests through the supervisor's queue, each answer owed by a responder) and what
+//! the client answers back; the loop has already answered every bad line.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use super::child::{self, Pending, Shared};
+use crate::error::Outcome;
+use crate::handler::{Context, Handler};
+use crate::message::{ErrorObject, Message, Notification, Request, RequestId, Response};
+
+/// How long the end may wait for the supervisor, beyond the server's own grace.
+const JOIN_SLACK: Duration = Duration::from_secs(2);
+
+/// The wrapper's [`Handler`].
+#[derive(Debug)]
+pub(super) struct Relay {
+    shared: Arc<Shared>,
+    /// Started with the first message from the client (it needs the loop's handle).
+    supervisor: Option<JoinHandle<()>>,
+}
+
+impl Relay {
+    pub(super) fn new(shared: Arc<Shared>) -> Relay {
+        Relay {
+            shared,
+            supervisor: None,
+        }
+    }
+
+    fn start(&mut self, cx: &Context<'_>) {
+        if self.supervisor.is_none() {
+            let handle = cx.loop_handle();
+            self.supervisor = Some(child::supervise(Arc::clone(&self.shared), handle));
+        }
+    }
+
+    /// Stops the server (and its tree) after the loop ended: quickly after a signal, with the
+    /// configured grace after end of input.
+    pub(super) fn finish(&mut self, outcome: &Outcome) {
+        let quick = !matches!(outcome, Outcome::Eof);
+        self.shared.ask_to_stop(quick);
+        let Some(supervisor) = self.supervisor.take() else {
+            return;
+        };
+        let until = Instant::now() + self.shared.config.grace + JOIN_SLACK;
+        while !supervisor.is_finished() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        if supervisor.is_finished() {
+            let _ = supervisor.join();
+        }
+    }
+}
+
+impl Handler for Relay {
+    fn handle_request(
+        &mut self,
+        request: Request,
+        cx: &mut Context<'_>,
+    ) -> Result<Value, ErrorObject> {
+        self.start(cx);
+        if self.shared.gave_up() {
+            return Err(child::not_running(&self.shared));
+        }
+        if request.method == "initialize" {
+            *self.shared_init() = request.params.clone();
+        }
+        let Some(responder) = cx.responder() else {
+            return Err(ErrorObject::internal(
+                "internal error: no responder for a request",
+            ));
+        };
+        let deadline = self
+            .shared
+            .config
+            .request_timeout
+            .map(|t| Instant::now() + t);
+        let pending = Pending {
+            responder,
+            method: request.method.clone(),
+            deadline,
+        };
+        self.shared
+            .pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(request.id.clone(), pending);
+        self.shared.to_server(&Message::Request(request));
+        Ok(Value::Null) // ignored: the responder answers
+    }
+
+    fn handle_notification(&mut self, notification: Notification, cx: &mut Context<'_>) {
+        self.start(cx);
+        if notification.method == "notifications/initialized" {
+            self.shared.initialized.store(true, Ordering::Release);
+        }
+        self.shared.to_server(&Message::Notification(notification));
+    }
+
+    fn handle_response(&mut self, response: Response, cx: &mut Context<'_>) {
+        // The client's answer to a request the server sent it: back to the server, unchanged.
+        self.start(cx);
+        self.shared.to_server(&Message::Response(response));
+    }
+
+    fn handle_cancelled(&mut self, request: RequestId, _cx: &mut Context<'_>) {
+        // The loop consumed the client's cancellation (and will drop a late answer): the
+        // server is told, and the request is no longer in flight.
+        self.shared
+            .pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&request);
+        self.shared.to_server(&Message::Notification(Notification {
+            method: "notifications/cancelled".to_owned(),
+            params: Some(
+                json!({ "requestId": request.to_value(), "reason": "cancelled by the client" }),
+            ),
+        }));
+    }
+
+    fn accepts_batches(&self) -> bool {
+        self.shared.batches.load(Ordering::Acquire)
+    }
+
+    fn cancel_method(&self) -> Option<&str> {
+        Some("notifications/cancelled")
+    }
+
+    fn is_cancellable(&self, request: &Request) -> bool {
+        request.method != "initialize"
+    }
+}
+
+impl Relay {
+    fn shared_init(&self) -> std::sync::MutexGuard<'_, Option<Value>> {
+        self.shared.init.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
