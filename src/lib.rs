@@ -167,7 +167,7 @@ struct ReadmeDoctests;
 pub use child::ChildOutput;
 pub use client::{
     Call, Canceller, Client, ClientBuilder, ClientStats, Era, Progress, RequestOptions,
-    RetryPolicy, SharedClient, Shutdown, ShutdownStage,
+    RetryPolicy, SharedClient, Shutdown, ShutdownStage, TaskOptions, TaskStart,
 };
 pub use diagnostics::stderr_line;
 pub use error::{Error, Outcome};
