@@ -91,12 +91,12 @@ impl Drop for StdioGuard {
         // Best effort: if restoring fails there is no better place to report it than stderr.
         if let Some(saved) = &self.saved_in {
             if let Err(e) = sys::redirect(saved.as_fd(), 0) {
-                eprintln!("mcpipe: could not restore stdin: {e}");
+                crate::diagnostics::line(&format!("mcpipe: could not restore stdin: {e}"));
             }
         }
         if let Some(saved) = &self.saved_out {
             if let Err(e) = sys::redirect(saved.as_fd(), 1) {
-                eprintln!("mcpipe: could not restore stdout: {e}");
+                crate::diagnostics::line(&format!("mcpipe: could not restore stdout: {e}"));
             }
         }
     }

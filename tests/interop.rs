@@ -76,16 +76,25 @@ fn require(path: &Path, what: &str) {
 /// Runs `interop/py_client.py` with these options against `mcpipe demo` plus `demo_args`;
 /// checks it passed and negotiated `protocol`.
 fn python(options: &[&str], demo_args: &[&str], protocol: &str) {
+    python_via(options, demo_args, protocol, false);
+}
+
+/// The demo's command line, behind `mcpipe wrap` when `wrapped`.
+fn demo_command(command: &mut Command, demo_args: &[&str], wrapped: bool) {
+    let mcpipe = env!("CARGO_BIN_EXE_mcpipe");
+    if wrapped {
+        command.arg(mcpipe).args(["wrap", "--name", "demo", "--"]);
+    }
+    command.arg(mcpipe).arg("demo").args(demo_args);
+}
+
+/// [`python`], with the demo behind `mcpipe wrap` when `wrapped`.
+fn python_via(options: &[&str], demo_args: &[&str], protocol: &str, wrapped: bool) {
     let python = root().join("interop/.venv/bin/python");
     require(&python, "the MCP Python SDK");
     let mut command = Command::new(python);
-    command
-        .arg("interop/py_client.py")
-        .args(options)
-        .arg("--")
-        .arg(env!("CARGO_BIN_EXE_mcpipe"))
-        .arg("demo")
-        .args(demo_args);
+    command.arg("interop/py_client.py").args(options).arg("--");
+    demo_command(&mut command, demo_args, wrapped);
     let (ok, output) = run_client(command);
     assert!(ok, "the Python SDK client failed:\n{output}");
     assert!(output.contains(" 0 failed"), "{output}");
@@ -97,18 +106,18 @@ fn python(options: &[&str], demo_args: &[&str], protocol: &str) {
 
 /// Runs `interop/ts_client.mjs` with these options against `mcpipe demo` plus `demo_args`.
 fn typescript(options: &[&str], demo_args: &[&str]) {
+    typescript_via(options, demo_args, false);
+}
+
+/// [`typescript`], with the demo behind `mcpipe wrap` when `wrapped`.
+fn typescript_via(options: &[&str], demo_args: &[&str], wrapped: bool) {
     require(
         &root().join("interop/node_modules/@modelcontextprotocol/sdk"),
         "the MCP TypeScript SDK",
     );
     let mut command = Command::new("node");
-    command
-        .arg("interop/ts_client.mjs")
-        .args(options)
-        .arg("--")
-        .arg(env!("CARGO_BIN_EXE_mcpipe"))
-        .arg("demo")
-        .args(demo_args);
+    command.arg("interop/ts_client.mjs").args(options).arg("--");
+    demo_command(&mut command, demo_args, wrapped);
     let (ok, output) = run_client(command);
     assert!(ok, "the TypeScript SDK client failed:\n{output}");
     assert!(output.contains(" 0 failed"), "{output}");
@@ -152,4 +161,28 @@ fn typescript_sdk_client_passes_against_the_demo() {
 #[test]
 fn typescript_sdk_answers_server_requests() {
     typescript(&["--mode", "inputs"], &["--conformance"]);
+}
+
+/// The official clients through `mcpipe wrap` (the demo behind it): the wrapper is transparent
+/// to both eras, to server-to-client requests and to the close sequence.
+#[test]
+fn python_sdk_client_passes_through_mcpipe_wrap() {
+    python_via(&[], &[], "2026-07-28", true);
+    python_via(&["--connect", "legacy"], &[], "2025-11-25", true);
+}
+
+#[test]
+fn python_sdk_answers_server_requests_through_mcpipe_wrap() {
+    python_via(
+        &["--mode", "inputs", "--connect", "legacy"],
+        &["--conformance"],
+        "2025-11-25",
+        true,
+    );
+}
+
+#[test]
+fn typescript_sdk_client_passes_through_mcpipe_wrap() {
+    typescript_via(&[], &[], true);
+    typescript_via(&["--mode", "inputs"], &["--conformance"], true);
 }

@@ -8,7 +8,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Read, Write};
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -51,11 +51,17 @@ pub(super) struct Pending {
     pub(super) deadline: Option<Instant>,
 }
 
-/// Lines for the server's stdin, in order; `closed` once the client is done.
+/// Lines for the server's stdin, in order (each with whether it continues a line written in
+/// part), `closed` once the client is done.
 #[derive(Debug, Default)]
 struct Queue {
-    lines: VecDeque<Vec<u8>>,
+    lines: VecDeque<(Vec<u8>, bool)>,
     closed: bool,
+    /// The writer thread is writing a line it took (so nobody else may write now).
+    busy: bool,
+    /// A private non-blocking description of the server's stdin (Linux), for writing a line
+    /// straight from the loop's thread when nothing waits before it: one thread hop fewer.
+    direct: Option<OwnedFd>,
 }
 
 /// How the end goes, once asked for.
@@ -109,11 +115,31 @@ impl Shared {
         }
     }
 
-    /// Queues one line (without its newline) for the server.
+    /// Sends one message, as a line, to the server: written at once when nothing waits before
+    /// it and the pipe is empty (with pacing), without blocking; queued for the writer
+    /// thread otherwise.
     pub(super) fn to_server(&self, message: &Message) {
-        let mut line = message.to_line();
-        line.push(b'\n');
-        lock(&self.queue).lines.push_back(line);
+        let line = message.to_line();
+        let mut queue = lock(&self.queue);
+        let free = queue.lines.is_empty() && !queue.busy && lock(&self.replay).is_none();
+        if let (true, Some(fd)) = (free, &queue.direct) {
+            let fd = fd.as_fd();
+            let empty = !self.config.pacing || sys::pipe_unread(fd).is_ok_and(|n| n == 0);
+            if empty {
+                match sys::write(fd, &line) {
+                    Ok(n) if n == line.len() => return,
+                    // The rest goes next, without pacing: it is the same line.
+                    Ok(n) => queue.lines.push_back((line[n..].to_vec(), true)),
+                    // Full pipe (or a dying server): the writer thread takes it from here.
+                    Err(_) => queue.lines.push_back((line, false)),
+                }
+                drop(queue);
+                self.queue_changed.notify_all();
+                return;
+            }
+        }
+        queue.lines.push_back((line, false));
+        drop(queue);
         self.queue_changed.notify_all();
     }
 
@@ -144,7 +170,11 @@ impl Shared {
             term_after,
             kill_after,
         });
-        lock(&self.queue).closed = true;
+        let mut queue = lock(&self.queue);
+        queue.closed = true;
+        // The server's end of input comes once no description of its stdin is left open.
+        queue.direct = None;
+        drop(queue);
         self.queue_changed.notify_all();
     }
 
@@ -236,18 +266,14 @@ fn queue_replay(shared: &Shared) {
             method: "notifications/initialized".to_owned(),
             params: None,
         });
-        let mut bytes = line.to_line();
-        bytes.push(b'\n');
-        queue.lines.push_front(bytes);
+        queue.lines.push_front((line.to_line(), false));
     }
     let init = Message::Request(crate::message::Request {
         id: id.clone(),
         method: "initialize".to_owned(),
         params: Some(params),
     });
-    let mut bytes = init.to_line();
-    bytes.push(b'\n');
-    queue.lines.push_front(bytes);
+    queue.lines.push_front((init.to_line(), false));
     *lock(&shared.replay) = Some(id);
 }
 
@@ -291,6 +317,7 @@ fn run_once(shared: &Arc<Shared>, handle: &LoopHandle) -> std::io::Result<ExitSt
         thread::sleep(TICK);
     };
     alive.store(false, Ordering::Release);
+    lock(&shared.queue).direct = None;
     shared.queue_changed.notify_all();
     // What the server left running: its group, and whatever left the group.
     let _ = sys::signal_group(pgid, libc::SIGKILL);
@@ -310,6 +337,8 @@ fn start_pipes(
 ) -> Vec<JoinHandle<()>> {
     let mut threads = Vec::new();
     if let Some(stdin) = child.stdin.take() {
+        // Not on Linux, or not a pipe we can reopen: every line goes through the writer.
+        lock(&shared.queue).direct = sys::reopen_nonblocking(stdin.as_fd(), true).ok();
         let (shared, alive) = (Arc::clone(shared), Arc::clone(alive));
         threads.push(thread::spawn(move || write_lines(&shared, stdin, &alive)));
     }
@@ -352,18 +381,20 @@ fn expire_deadlines(shared: &Shared) {
     }
 }
 
-/// The server's stdin: one line at a time; with pacing, the next only once the server took
-/// the last out of the pipe. Ends when the server is gone or the client is done.
+/// The server's stdin: one line at a time; with pacing, a line is written only once the
+/// server took the previous one out of the pipe. Ends when the server is gone or the client is
+/// done.
 fn write_lines(shared: &Shared, mut stdin: ChildStdin, alive: &AtomicBool) {
     loop {
-        let line = {
+        let (line, continues) = {
             let mut queue = lock(&shared.queue);
             loop {
                 if !alive.load(Ordering::Acquire) {
                     return;
                 }
-                if let Some(line) = queue.lines.pop_front() {
-                    break line;
+                if let Some(next) = queue.lines.pop_front() {
+                    queue.busy = true;
+                    break next;
                 }
                 if queue.closed {
                     return; // dropping stdin is the server's end of input
@@ -374,11 +405,13 @@ fn write_lines(shared: &Shared, mut stdin: ChildStdin, alive: &AtomicBool) {
                 };
             }
         };
-        if stdin.write_all(&line).and_then(|()| stdin.flush()).is_err() {
-            return; // the server is gone; its requests are failed by the supervisor
-        }
-        if shared.config.pacing {
+        if shared.config.pacing && !continues {
             wait_until_taken(&stdin, alive);
+        }
+        let written = stdin.write_all(&line).and_then(|()| stdin.flush());
+        lock(&shared.queue).busy = false;
+        if written.is_err() {
+            return; // the server is gone; its requests are failed by the supervisor
         }
         // After a replayed `initialize`, nothing else until the server answered it.
         let mut replay = lock(&shared.replay);
@@ -392,13 +425,20 @@ fn write_lines(shared: &Shared, mut stdin: ChildStdin, alive: &AtomicBool) {
     }
 }
 
-/// Waits until the pipe to the server is empty: the server read the line (into whatever
-/// buffer it has, which is the point: it then holds every message it was sent).
+/// Waits until the pipe to the server is empty: the server read what it was sent (into
+/// whatever buffer it has, which is the point: it then holds every message it was sent, and
+/// cannot sleep on one while another waits in the pipe). Spins briefly first (a server at work
+/// takes a line within microseconds, far below a timer's resolution), then sleeps.
 fn wait_until_taken(stdin: &ChildStdin, alive: &AtomicBool) {
-    let mut pause = Duration::from_micros(20);
+    let mut pause = Duration::from_micros(50);
+    let mut spins = 0;
     while alive.load(Ordering::Acquire) {
         match sys::pipe_unread(stdin.as_fd()) {
             Ok(0) | Err(_) => return,
+            Ok(_) if spins < 200 => {
+                spins += 1;
+                thread::yield_now();
+            }
             Ok(_) => {
                 thread::sleep(pause);
                 pause = (pause * 2).min(Duration::from_millis(1));

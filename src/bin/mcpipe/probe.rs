@@ -8,7 +8,10 @@
 mod checks;
 mod errors;
 mod format;
+mod grading;
 mod report;
+mod survey;
+mod target;
 mod tools;
 mod wire;
 
@@ -19,8 +22,10 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use checks::{NamedCall, Status, Target, CHECKS};
+use checks::CHECKS;
+use grading::Status;
 use report::{Options as ReportOptions, Row};
+use target::{NamedCall, Target};
 
 const HELP: &str = "usage: mcpipe probe [OPTIONS] [-- COMMAND ARGS...]
 
@@ -242,7 +247,7 @@ pub(crate) fn run(args: Vec<String>) -> ExitCode {
         }
         let t0 = Instant::now();
         let outcome = if handshake_failed && check.needs_handshake {
-            checks::skip("the handshake failed")
+            grading::skip("the handshake failed")
         } else {
             (check.run)(&target)
         };

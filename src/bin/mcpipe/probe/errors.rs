@@ -3,12 +3,11 @@
 
 use std::time::Duration;
 
-use mcpipe::{Error, ErrorCode, Notification, RequestOptions, Response};
-use serde_json::{json, Value};
+use mcpipe::{Error, ErrorCode, RequestOptions, Response};
+use serde_json::json;
 
-use super::checks::{
-    broken, pass, raw_request, rules, short, skip, survives, Level, Outcome, Target,
-};
+use super::grading::{broken, pass, rules, short, skip, undeclared, Level, Outcome};
+use super::target::{raw_request, survives, Target};
 use super::tools;
 
 /// Sends one bad line and returns the first response within 2 s (scaled), or `None`; a MUST
@@ -150,40 +149,6 @@ pub(crate) fn notifications(target: &Target) -> Outcome {
         )),
         Err(e) => broken(format!("the server failed: {e}")),
     }
-}
-
-/// What in `notifications` the server had no right to send, given the capabilities it
-/// declared. The probe never sends a progress token outside a call, never subscribes, and
-/// never sets a log level.
-pub(crate) fn undeclared(capabilities: &Value, notifications: &[Notification]) -> Vec<String> {
-    let mut found = Vec::new();
-    for n in notifications {
-        let needs: Option<(&str, bool)> = match n.method.as_str() {
-            "notifications/message" => Some(("logging", capabilities.get("logging").is_some())),
-            "notifications/tools/list_changed" => Some((
-                "tools.listChanged",
-                capabilities["tools"]["listChanged"] == true,
-            )),
-            "notifications/prompts/list_changed" => Some((
-                "prompts.listChanged",
-                capabilities["prompts"]["listChanged"] == true,
-            )),
-            "notifications/resources/list_changed" => Some((
-                "resources.listChanged",
-                capabilities["resources"]["listChanged"] == true,
-            )),
-            "notifications/resources/updated" => Some(("a resources/subscribe", false)),
-            "notifications/progress" => Some(("a progress token of an active request", false)),
-            _ => None,
-        };
-        if let Some((what, false)) = needs {
-            let text = format!("{} without {what}", n.method);
-            if !found.contains(&text) {
-                found.push(text);
-            }
-        }
-    }
-    found
 }
 
 pub(crate) fn capabilities(target: &Target) -> Outcome {

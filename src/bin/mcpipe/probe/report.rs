@@ -9,8 +9,10 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::checks::{Check, Item, Level, Outcome, Status, Target};
+use super::checks::Check;
 use super::format::{github, ms, one_line, xml};
+use super::grading::{Item, Level, Outcome, Status};
+use super::target::Target;
 
 /// The version of the JSON report's shape; bumped only when a field changes meaning or goes.
 pub(crate) const SCHEMA: &str = "mcpipe-probe/1";

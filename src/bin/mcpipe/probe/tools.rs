@@ -8,9 +8,11 @@ use std::time::{Duration, Instant};
 use mcpipe::{Client, Error, ErrorCode, RequestOptions};
 use serde_json::{json, Map, Value};
 
-use super::checks::{broken, pass, rules, short, skip, survives, Item, Level, Outcome, Target};
-use super::errors::undeclared;
 use super::format::ms;
+use super::grading::undeclared;
+use super::grading::{broken, pass, rules, short, skip, Item, Level, Outcome};
+use super::survey::{Called, Entry, Survey};
+use super::target::{survives, Target};
 
 /// At most this many tools are called, so a server with hundreds stays quick to probe.
 const MAX_CALLS: usize = 16;
@@ -99,51 +101,6 @@ fn value_for(schema: &Value, depth: usize) -> Value {
     }
 }
 
-/// What calling one tool showed.
-#[derive(Debug, Clone)]
-pub(crate) struct Called {
-    pub(crate) arguments: Value,
-    /// A valid answer (a result with `content`, or an error response): `Ok(summary)`.
-    pub(crate) answer: Result<String, String>,
-    pub(crate) took: Duration,
-    pub(crate) progress: usize,
-    /// The call outlasted its deadline (the client cancelled it): a slow tool.
-    pub(crate) timed_out: bool,
-}
-
-/// One listed tool and what the probe did with it.
-#[derive(Debug, Clone)]
-pub(crate) struct Entry {
-    pub(crate) tool: Value,
-    /// Why the tool was not called, when it was not.
-    pub(crate) skipped: Option<String>,
-    /// Named by the user with `--call`.
-    pub(crate) named: bool,
-    pub(crate) called: Option<Called>,
-}
-
-impl Entry {
-    pub(crate) fn name(&self) -> &str {
-        self.tool["name"].as_str().unwrap_or("")
-    }
-}
-
-/// What listing and calling the safe tools showed, shared by the checks that need tools.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Survey {
-    /// Why the survey could not be made (the server died, tools/list failed).
-    pub(crate) failure: Option<String>,
-    /// The server declares no `tools` capability.
-    pub(crate) no_tools: bool,
-    pub(crate) entries: Vec<Entry>,
-    /// Tools named with `--call` that the server does not list (the user's mistake).
-    pub(crate) unlisted: Vec<String>,
-    /// Notifications the server had no right to send during the calls.
-    pub(crate) undeclared: Vec<String>,
-    pub(crate) notifications: usize,
-    pub(crate) server_requests: u64,
-}
-
 /// The survey of `target`'s tools, made on first use.
 pub(crate) fn survey(target: &Target) -> Survey {
     if let Some(done) = &*target.survey.borrow() {
@@ -201,7 +158,7 @@ fn make_survey(target: &Target) -> Survey {
             } else {
                 calls += 1;
                 let called = call(&mut client, target, &name, args);
-                let died = client.pid().is_none() || survives(&mut client, target, "").is_err();
+                let died = survives(&mut client, target, "the call").is_err();
                 entry.called = Some(called);
                 if died {
                     survey.failure = Some(format!("the server did not survive calling {name}"));

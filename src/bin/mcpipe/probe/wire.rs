@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 use mcpipe::{Error, RequestOptions, ShutdownStage};
 use serde_json::json;
 
-use super::checks::{broken, collect, pass, raw_request, short, survives, Level, Outcome, Target};
 use super::format::{count, ms, rate};
+use super::grading::{broken, pass, short, Level, Outcome};
+use super::target::{collect, raw_request, survives, Target};
 use super::tools;
 
 /// The method of the notification an echoing server sends back.
@@ -135,7 +136,7 @@ pub(crate) fn init_burst(target: &Target) -> Outcome {
             ms(startup)
         )),
         (false, n) if n > 0 => short("initialize was answered with an error")
-            .by(Level::Must, super::checks::rules::HANDSHAKE),
+            .by(Level::Must, super::grading::rules::HANDSHAKE),
         (_, n) => short(format!(
             "{n} of 2 requests answered within {} (plus {} for startup)",
             ms(bound),

@@ -1,0 +1,172 @@
+//! How a check is graded: its level (after RFC 2119's key words), its outcome, the rules the
+//! checks rest on, and what the capability discipline forbids.
+
+use mcpipe::Notification;
+use serde_json::Value;
+
+/// How much a check weighs, after the specification's key words (RFC 2119).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Level {
+    /// A failure breaks a MUST: the probe exits 1.
+    Must,
+    /// A failure misses a SHOULD: a warning (a failure under `--strict`).
+    Should,
+    /// A measurement or an allowed choice: at most a warning, never a failure.
+    Info,
+}
+
+impl Level {
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Level::Must => "MUST",
+            Level::Should => "SHOULD",
+            Level::Info => "INFO",
+        }
+    }
+}
+
+/// What a check found, before its level is applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Status {
+    Pass,
+    /// The server fell short; how much that weighs is the outcome's level.
+    Short,
+    Skip,
+}
+
+/// A check's finding with its one-line reason.
+#[derive(Debug)]
+pub(crate) struct Outcome {
+    pub(crate) status: Status,
+    /// Overrides the check's level (a check may find a MUST and a SHOULD shortfall).
+    pub(crate) level: Option<Level>,
+    /// Overrides the check's rule, for the same reason.
+    pub(crate) rule: Option<&'static str>,
+    pub(crate) detail: String,
+    /// Per-item findings for the table and the JSON report (the tools called and skipped).
+    pub(crate) items: Vec<Item>,
+}
+
+/// One line under a check's row: a tool and what happened to it.
+#[derive(Debug, Clone)]
+pub(crate) struct Item {
+    pub(crate) name: String,
+    /// `called`, `skipped` or `failed`.
+    pub(crate) action: &'static str,
+    pub(crate) detail: String,
+}
+
+impl Outcome {
+    fn new(status: Status, detail: impl Into<String>) -> Outcome {
+        Outcome {
+            status,
+            level: None,
+            rule: None,
+            detail: detail.into(),
+            items: Vec::new(),
+        }
+    }
+
+    /// Sets the level and rule this finding rests on, instead of the check's.
+    pub(crate) fn by(mut self, level: Level, rule: &'static str) -> Outcome {
+        self.level = Some(level);
+        self.rule = Some(rule);
+        self
+    }
+}
+
+pub(crate) fn pass(detail: impl Into<String>) -> Outcome {
+    Outcome::new(Status::Pass, detail)
+}
+
+/// A shortfall at the check's own level.
+pub(crate) fn short(detail: impl Into<String>) -> Outcome {
+    Outcome::new(Status::Short, detail)
+}
+
+/// A shortfall that breaks a MUST whatever the check's level: the server died or hung.
+pub(crate) fn broken(detail: impl Into<String>) -> Outcome {
+    Outcome::new(Status::Short, detail).by(Level::Must, rules::ALIVE)
+}
+
+pub(crate) fn skip(detail: impl Into<String>) -> Outcome {
+    Outcome::new(Status::Skip, detail)
+}
+
+/// The rules the checks rest on, cited by section so a reader can look them up.
+pub(crate) mod rules {
+    pub(crate) const ALIVE: &str =
+        "MCP basic/lifecycle: the server serves until the client ends the session";
+    pub(crate) const HANDSHAKE: &str =
+        "MCP basic/lifecycle: initialize MUST be answered; the version is negotiated";
+    pub(crate) const STDOUT: &str =
+        "MCP basic/transports (stdio): the server MUST NOT write non-MCP data to stdout";
+    pub(crate) const FRAMING: &str =
+        "MCP basic/transports (stdio): messages are newline-delimited JSON-RPC";
+    pub(crate) const PING: &str =
+        "MCP basic/utilities/ping: the receiver MUST respond promptly; JSON-RPC 2.0 §4";
+    pub(crate) const PROMPT: &str =
+        "MCP basic/lifecycle (Timeouts): requests are answered in reasonable time (mcpipe bound)";
+    pub(crate) const PARSE_ERROR: &str =
+        "JSON-RPC 2.0 §5.1 (-32700, id null); MCP stdio lets a server log and skip the line";
+    pub(crate) const INVALID_REQUEST: &str =
+        "JSON-RPC 2.0 §5 and §5.1 (-32600, the request's id or null)";
+    pub(crate) const ERROR_ID: &str =
+        "JSON-RPC 2.0 §5: the error's id is the request's, or null if it could not be read";
+    pub(crate) const METHOD_NOT_FOUND: &str = "JSON-RPC 2.0 §5.1: -32601 Method not found";
+    pub(crate) const UNKNOWN_TOOL: &str =
+        "MCP server/tools (Error Handling): an unknown tool is a protocol error, -32602";
+    pub(crate) const TOOL_ERROR: &str =
+        "MCP server/tools (Error Handling): tool failures SHOULD be results with isError";
+    pub(crate) const TOOL_RESULT: &str =
+        "MCP server/tools: a CallToolResult has a content array (schema.ts)";
+    pub(crate) const NOTIFICATION: &str =
+        "JSON-RPC 2.0 §4.1: the receiver MUST NOT reply to a notification";
+    pub(crate) const CAPABILITIES: &str =
+        "MCP basic/lifecycle (Operation): use only negotiated capabilities; logging MUST be declared";
+    pub(crate) const SERVER_REQUESTS: &str =
+        "MCP basic/lifecycle (Operation): no request for a capability the client did not declare";
+    pub(crate) const EOF: &str =
+        "MCP basic/lifecycle (Shutdown, stdio): the server SHOULD exit when stdin closes";
+    pub(crate) const SIGTERM: &str =
+        "MCP basic/lifecycle (Shutdown, stdio): the client SHOULD send SIGTERM, then SIGKILL";
+    pub(crate) const CANCEL: &str =
+        "MCP basic/utilities/cancellation: the receiver SHOULD stop and not respond";
+    pub(crate) const LARGE: &str =
+        "MCP basic/transports (stdio): no message size limit (SDKs read 10 MB lines)";
+    pub(crate) const MEASURE: &str = "a measurement: no rule, reported for comparison";
+}
+
+/// What in `notifications` the server had no right to send, given the capabilities it
+/// declared. The probe never sends a progress token outside a call, never subscribes, and
+/// never sets a log level.
+pub(crate) fn undeclared(capabilities: &Value, notifications: &[Notification]) -> Vec<String> {
+    let mut found = Vec::new();
+    for n in notifications {
+        let needs: Option<(&str, bool)> = match n.method.as_str() {
+            "notifications/message" => Some(("logging", capabilities.get("logging").is_some())),
+            "notifications/tools/list_changed" => Some((
+                "tools.listChanged",
+                capabilities["tools"]["listChanged"] == true,
+            )),
+            "notifications/prompts/list_changed" => Some((
+                "prompts.listChanged",
+                capabilities["prompts"]["listChanged"] == true,
+            )),
+            "notifications/resources/list_changed" => Some((
+                "resources.listChanged",
+                capabilities["resources"]["listChanged"] == true,
+            )),
+            "notifications/resources/updated" => Some(("a resources/subscribe", false)),
+            "notifications/progress" => Some(("a progress token of an active request", false)),
+            _ => None,
+        };
+        if let Some((what, false)) = needs {
+            let text = format!("{} without {what}", n.method);
+            if !found.contains(&text) {
+                found.push(text);
+            }
+        }
+    }
+    found
+}

@@ -1,0 +1,51 @@
+//! What listing and calling the safe tools showed: one survey per target, shared by the checks
+//! that need tools.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// What calling one tool showed.
+#[derive(Debug, Clone)]
+pub(crate) struct Called {
+    pub(crate) arguments: Value,
+    /// A valid answer (a result with `content`, or an error response): `Ok(summary)`.
+    pub(crate) answer: Result<String, String>,
+    pub(crate) took: Duration,
+    pub(crate) progress: usize,
+    /// The call outlasted its deadline (the client cancelled it): a slow tool.
+    pub(crate) timed_out: bool,
+}
+
+/// One listed tool and what the probe did with it.
+#[derive(Debug, Clone)]
+pub(crate) struct Entry {
+    pub(crate) tool: Value,
+    /// Why the tool was not called, when it was not.
+    pub(crate) skipped: Option<String>,
+    /// Named by the user with `--call`.
+    pub(crate) named: bool,
+    pub(crate) called: Option<Called>,
+}
+
+impl Entry {
+    pub(crate) fn name(&self) -> &str {
+        self.tool["name"].as_str().unwrap_or("")
+    }
+}
+
+/// What listing and calling the safe tools showed, shared by the checks that need tools.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Survey {
+    /// Why the survey could not be made (the server died, tools/list failed).
+    pub(crate) failure: Option<String>,
+    /// The server declares no `tools` capability.
+    pub(crate) no_tools: bool,
+    pub(crate) entries: Vec<Entry>,
+    /// Tools named with `--call` that the server does not list (the user's mistake).
+    pub(crate) unlisted: Vec<String>,
+    /// Notifications the server had no right to send during the calls.
+    pub(crate) undeclared: Vec<String>,
+    pub(crate) notifications: usize,
+    pub(crate) server_requests: u64,
+}

@@ -1,0 +1,264 @@
+//! `mcpipe wrap` in front of misbehaving servers (tests/fixtures/wrap_hazards.py), over pipes,
+//! each test under a watchdog; process checks read /proc.
+
+mod util;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use util::mcp::Proc;
+use util::watchdog;
+
+fn fixture(name: &str) -> String {
+    format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `mcpipe wrap [flags] -- python3 wrap_hazards.py MODE [ARG]`.
+fn wrapped(flags: &[&str], mode: &str, arg: Option<&str>) -> Proc {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcpipe"));
+    cmd.arg("wrap").args(flags).args(["--name", "hazard", "--"]);
+    cmd.arg("python3").arg(fixture("wrap_hazards.py")).arg(mode);
+    cmd.args(arg);
+    Proc::spawn(cmd)
+}
+
+/// A scratch file for a fixture's pids.
+fn pid_file(test: &str) -> PathBuf {
+    let path = std::env::temp_dir().join(format!("mcpipe-wrap-{test}-{}", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    path
+}
+
+fn pids_in(path: &PathBuf) -> Vec<u32> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+/// Whether `pid` is a live process (not a zombie).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X']))
+    })
+}
+
+/// Waits up to `limit` for `pid` to be gone.
+fn gone_within(pid: u32, limit: Duration) -> bool {
+    let until = Instant::now() + limit;
+    while alive(pid) {
+        if Instant::now() >= until {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    true
+}
+
+/// The handshake and `tools/list` in one write (the burst real clients send).
+fn burst(p: &mut Proc) {
+    let init = json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
+        "protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}});
+    let initialized = json!({"jsonrpc":"2.0","method":"notifications/initialized"});
+    let list = json!({"jsonrpc":"2.0","id":1,"method":"tools/list"});
+    p.write_raw(format!("{init}\n{initialized}\n{list}\n").as_bytes());
+}
+
+#[test]
+fn a_banner_on_stdout_goes_to_stderr_and_only_json_rpc_reaches_the_client() {
+    let _w = watchdog("wrap_banner", Duration::from_secs(60));
+    let mut p = wrapped(&[], "banner", None);
+    burst(&mut p);
+    assert!(p.result(0)["protocolVersion"].is_string());
+    assert!(p.result(1)["tools"].is_array());
+    p.close_stdin();
+    assert_eq!(p.wait_exit(), Some(0));
+    let stderr = p.stderr.lock().unwrap().clone();
+    assert!(
+        stderr.contains("hazard (stdout, not JSON-RPC): Welcome"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn bad_input_is_answered_by_the_wrapper_and_never_reaches_the_server() {
+    let _w = watchdog("wrap_bad_input", Duration::from_secs(60));
+    let mut p = wrapped(&[], "dies-on-bad-json", None);
+    burst(&mut p);
+    p.result(1);
+    p.write_raw(b"{not json\n[]\n{\"jsonrpc\":\"2.0\",\"id\":null,\"method\":\"x\"}\n\xff\xfe\n");
+    for _ in 0..4 {
+        let error = p.next();
+        assert!(error["error"]["code"].as_i64().is_some(), "{error}");
+    }
+    // The server is alive and the same process: no restart happened.
+    p.call(2, "echo", json!({}));
+    assert_eq!(p.result(2)["content"][0]["text"], "ok");
+    let stderr = p.stderr.lock().unwrap().clone();
+    assert!(!stderr.contains("restarting"), "{stderr}");
+}
+
+#[test]
+fn a_burst_is_answered_at_once_by_a_server_that_over_reads() {
+    let _w = watchdog("wrap_overread", Duration::from_secs(60));
+    let mut p = wrapped(&[], "overread", None);
+    let started = Instant::now();
+    burst(&mut p);
+    p.result(0);
+    p.result(1);
+    // Without pacing the `tools/list` waits in the server's buffer until its 60 s poll ends.
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn a_crash_answers_requests_in_flight_and_the_restarted_server_serves_the_next() {
+    let _w = watchdog("wrap_crash", Duration::from_secs(60));
+    let pids = pid_file("crash");
+    let mut p = wrapped(&[], "crash", pids.to_str());
+    burst(&mut p);
+    p.result(1);
+    p.call(2, "crash", json!({}));
+    let failed = p.response(2);
+    assert_eq!(failed["error"]["code"], -32603, "{failed}");
+    assert_eq!(failed["error"]["data"]["exitCode"], 7, "{failed}");
+    p.call(3, "echo", json!({}));
+    assert_eq!(p.result(3)["content"][0]["text"], "ok");
+    let started = pids_in(&pids);
+    assert_eq!(started.len(), 2, "one restart: {started:?}");
+    p.close_stdin();
+    assert_eq!(p.wait_exit(), Some(0));
+    assert!(started
+        .iter()
+        .all(|pid| gone_within(*pid, Duration::from_secs(2))));
+    let _ = std::fs::remove_file(&pids);
+}
+
+#[test]
+fn after_too_many_crashes_it_gives_up_answers_errors_and_exits_3() {
+    let _w = watchdog("wrap_give_up", Duration::from_secs(60));
+    let pids = pid_file("give-up");
+    let mut p = wrapped(&["--max-restarts", "1"], "crash", pids.to_str());
+    burst(&mut p);
+    p.result(1);
+    for id in [2, 3] {
+        p.call(id, "crash", json!({}));
+        assert_eq!(p.error_code(id), -32603);
+    }
+    p.request(4, "ping", json!({}));
+    let refused = p.response(4);
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("not running"),
+        "{refused}"
+    );
+    p.close_stdin();
+    assert_eq!(p.wait_exit(), Some(3));
+    let _ = std::fs::remove_file(&pids);
+}
+
+#[test]
+fn end_of_input_ends_a_server_that_ignores_eof_and_sigterm() {
+    let _w = watchdog("wrap_stubborn", Duration::from_secs(60));
+    let mut p = wrapped(&["--grace-ms", "200"], "stubborn", None);
+    burst(&mut p);
+    p.result(1);
+    let server = server_pid(&p);
+    let started = Instant::now();
+    p.close_stdin();
+    assert_eq!(p.wait_exit(), Some(0));
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        gone_within(server, Duration::from_secs(1)),
+        "the server {server} survived"
+    );
+}
+
+#[test]
+fn sigterm_to_the_wrapper_ends_it_and_the_whole_tree_within_a_second() {
+    let _w = watchdog("wrap_sigterm", Duration::from_secs(60));
+    let pids = pid_file("sigterm");
+    let mut p = wrapped(&[], "setsid", pids.to_str());
+    burst(&mut p);
+    p.result(1);
+    let server = server_pid(&p);
+    let grandchild = pids_in(&pids)[0];
+    assert!(alive(grandchild));
+    let started = Instant::now();
+    p.signal("TERM");
+    let code = p.wait_exit();
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(code, Some(128 + 15));
+    assert!(gone_within(server, Duration::from_secs(1)));
+    assert!(
+        gone_within(grandchild, Duration::from_secs(1)),
+        "the setsid grandchild survived"
+    );
+    let _ = std::fs::remove_file(&pids);
+}
+
+#[test]
+fn end_of_input_leaves_no_setsid_grandchild_behind() {
+    let _w = watchdog("wrap_setsid", Duration::from_secs(60));
+    let pids = pid_file("setsid");
+    let mut p = wrapped(&["--grace-ms", "200"], "setsid", pids.to_str());
+    burst(&mut p);
+    p.result(1);
+    let grandchild = pids_in(&pids)[0];
+    p.close_stdin();
+    assert_eq!(p.wait_exit(), Some(0));
+    assert!(
+        gone_within(grandchild, Duration::from_secs(1)),
+        "the setsid grandchild survived"
+    );
+    let _ = std::fs::remove_file(&pids);
+}
+
+#[test]
+fn an_overdue_request_is_answered_with_an_error_and_cancelled() {
+    let _w = watchdog("wrap_deadline", Duration::from_secs(60));
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcpipe"));
+    cmd.args(["wrap", "--timeout-ms", "300", "--grace-ms", "100", "--"]);
+    cmd.arg("python3").arg(fixture("never_answers.py"));
+    let mut p = Proc::spawn(cmd);
+    let started = Instant::now();
+    p.request(1, "ping", json!({}));
+    let error = p.response(1);
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("within 300 ms"),
+        "{error}"
+    );
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(250) && took < Duration::from_secs(5),
+        "{took:?}"
+    );
+}
+
+/// The wrapped server's pid: the wrapper's one child process.
+fn server_pid(p: &Proc) -> u32 {
+    let wrapper = p.pid();
+    let children = util::mcp::processes_where(|state, ppid, _| ppid == wrapper && state != "Z");
+    assert_eq!(children.len(), 1, "the wrapper's children: {children:?}");
+    children[0]
+}
