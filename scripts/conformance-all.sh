@@ -6,7 +6,14 @@
 #   2026-07-28  alpha suite 0.2.0-alpha.12, --requirements 2026-07-28
 #
 # each against its baseline, interop/conformance-baseline-<revision>.yml, which lists only the
-# failures the stdio<->HTTP bridge causes (one line of reason each).
+# failures the stdio<->HTTP bridge causes (one line of reason each); then
+#
+#   2026-07-28-tasks  alpha suite 0.2.0-alpha.12, each tasks-* scenario by name (TASK_SCENARIOS)
+#
+# through interop/one_process_bridge.mjs (conformance.sh --one-process), because a task lives
+# in the process that made it and supergateway starts a process per 2026-07-28 request. These
+# must all pass, with no baseline; a scenario the suite itself skips entirely (every check
+# SKIPPED, today tasks-status-notifications) is reported as `skipped-by-suite`.
 #
 #   scripts/conformance-all.sh [--mcpipe PATH] [--output-dir DIR] [--only REVISION]
 #
@@ -14,7 +21,7 @@
 #   --output-dir DIR  where results go (default interop/conformance-results/all-<time>);
 #                     each revision gets a subfolder with checks.json files, the bridge's log
 #                     and the suite's own output (suite.log)
-#   --only REVISION   run one revision (2025-11-25 or 2026-07-28)
+#   --only REVISION   run one revision (2025-11-25, 2026-07-28 or 2026-07-28-tasks)
 #
 # Output: per revision one line per scenario (`pass`, `FAIL`, `expected-fail`, `not-scored`),
 # then `conformance <revision>: ...` and a last line `conformance: PASS|FAIL ...`. The suite's
@@ -33,6 +40,13 @@ mcpipe="$ROOT/target/debug/mcpipe"
 out_dir=""
 only=""
 SUITE_BOUND=150
+# Each task scenario takes a few seconds; the bound is per scenario.
+TASK_BOUND=60
+TASK_SCENARIOS=(
+  tasks-lifecycle tasks-capability-negotiation tasks-wire-fields tasks-request-state-removal
+  tasks-mrtr-input tasks-request-headers tasks-dispatch-and-envelope tasks-status-notifications
+  tasks-required-task-error tasks-mrtr-composition
+)
 
 die() { echo "conformance-all: error: $*" >&2; exit 2; }
 
@@ -47,7 +61,8 @@ while (($#)); do
 done
 [[ -x "$mcpipe" ]] || die "$mcpipe is not an executable; run cargo build first (or pass --mcpipe)"
 command -v python3 >/dev/null || die "python3 is needed to read the results"
-case "$only" in ""|2025-11-25|2026-07-28) ;; *) die "--only wants 2025-11-25 or 2026-07-28" ;; esac
+case "$only" in ""|2025-11-25|2026-07-28|2026-07-28-tasks) ;;
+  *) die "--only wants 2025-11-25, 2026-07-28 or 2026-07-28-tasks" ;; esac
 if [[ -z "$out_dir" ]]; then out_dir="$INTEROP/conformance-results/all-$(date -u +%Y%m%dT%H%M%SZ)"; fi
 mkdir -p "$out_dir"
 
@@ -167,6 +182,60 @@ if [[ -z "$only" || "$only" == 2025-11-25 ]]; then
 fi
 if [[ -z "$only" || "$only" == 2026-07-28 ]]; then
   run 2026-07-28 --alpha --requirements 2026-07-28
+fi
+
+# One scenario's verdict from its checks.json files: pass, skipped-by-suite (every check
+# SKIPPED) or FAIL (any FAILURE or WARNING, or no checks at all).
+task_verdict() {
+  python3 - "$1" <<'EOF'
+import glob, json, sys
+checks = []
+for path in glob.glob(sys.argv[1] + "/**/checks.json", recursive=True):
+    checks += json.load(open(path, encoding="utf-8"))
+statuses = [c.get("status") for c in checks]
+bad = [c["id"] for c in checks if c.get("status") in ("FAILURE", "WARNING")]
+if not checks or bad:
+    print("FAIL" + (" (" + ", ".join(bad) + ")" if bad else " (no checks)"))
+elif all(s == "SKIPPED" for s in statuses):
+    print("skipped-by-suite")
+else:
+    print("pass")
+EOF
+}
+
+run_tasks() {
+  local revision=2026-07-28-tasks
+  local passed=0 skipped=0 failed=()
+  for scenario in "${TASK_SCENARIOS[@]}"; do
+    local dir="$out_dir/$revision/$scenario"
+    mkdir -p "$dir"
+    local status=0
+    "$ROOT/scripts/conformance.sh" --alpha --one-process --scenario "$scenario" \
+      --timeout "$TASK_BOUND" --output-dir "$dir" \
+      -- "$mcpipe" demo --conformance >"$dir/suite.log" 2>&1 &
+    child=$!
+    wait "$child" || status=$?
+    child=""
+    local word
+    word="$(task_verdict "$dir")"
+    if ((status != 0)) && [[ "$word" != FAIL* ]]; then word="FAIL (suite exit status $status)"; fi
+    case "$word" in
+      pass) passed=$((passed + 1)) ;;
+      skipped-by-suite) skipped=$((skipped + 1)) ;;
+      *) failed+=("$scenario") ;;
+    esac
+    printf '  %s  %-36s %s\n' "$revision" "$word" "$scenario"
+  done
+  local verdict=ok
+  if ((${#failed[@]})); then verdict="NOT OK"; overall=1; fi
+  local line="conformance $revision: $verdict: $passed of ${#TASK_SCENARIOS[@]} scenarios pass, $skipped skipped by the suite"
+  if ((${#failed[@]})); then line+="; failed: ${failed[*]}"; fi
+  printf '%s\n' "$line"
+  summaries+=("${line#conformance }")
+}
+
+if [[ -z "$only" || "$only" == 2026-07-28-tasks ]]; then
+  run_tasks
 fi
 
 verdict=PASS

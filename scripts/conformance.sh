@@ -20,6 +20,9 @@
 #   --port N                bridge port on 127.0.0.1 (default: a free one)
 #   --output-dir DIR        where checks.json files go (default interop/conformance-results/<time>)
 #   --verbose               pass --verbose to the suite
+#   --one-process           use interop/one_process_bridge.mjs instead of supergateway: every
+#                           MCP 2026-07-28 request goes to ONE long-lived stdio process (needed
+#                           by the tasks-* scenarios; supergateway starts a process per request)
 #
 # The bridge runs `supergateway --stdio CMD --outputTransport streamableHttp --stateful`, which
 # spawns one stdio child per MCP session (the suite opens a fresh session per scenario); the
@@ -37,6 +40,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 INTEROP="$ROOT/interop"
 NODE22="$INTEROP/node_modules/node/bin/node"
 SUPERGATEWAY="$INTEROP/node_modules/supergateway/dist/index.js"
+ONE_PROCESS_BRIDGE="$INTEROP/one_process_bridge.mjs"
 CONFORMANCE="$INTEROP/node_modules/@modelcontextprotocol/conformance/dist/index.js"
 CONFORMANCE_ALPHA="$INTEROP/node_modules/conformance-alpha/dist/index.js"
 
@@ -49,6 +53,7 @@ run_timeout=300
 port=""
 out_dir=""
 verbose=""
+one_process=""
 
 die() { echo "conformance: error: $*" >&2; exit 2; }
 say() { echo "conformance: $*" >&2; }
@@ -65,6 +70,7 @@ while (($#)); do
     --port) port="${2:?}"; shift 2 ;;
     --output-dir) out_dir="${2:?}"; shift 2 ;;
     --verbose) verbose=1; shift ;;
+    --one-process) one_process=1; shift ;;
     --) shift; break ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) break ;;
@@ -141,13 +147,20 @@ trap 'exit 129' HUP
 mkfifo "$work/bridge-stdin"
 exec 3<>"$work/bridge-stdin"
 
-say "bridge: supergateway --stdio '$server_cmd' on $url (log: $bridge_log)"
-env "$marker" timeout --kill-after=10 "$((run_timeout + 30))" \
-  node --require "$INTEROP/loopback_only.cjs" "$SUPERGATEWAY" \
-    --stdio "$server_cmd" \
-    --outputTransport streamableHttp --stateful --sessionTimeout 120000 \
-    --port "$port" --streamableHttpPath /mcp --logLevel info \
-    <&3 >"$bridge_log" 2>&1 &
+if [[ -n "$one_process" ]]; then
+  say "bridge: one_process_bridge.mjs --stdio '$server_cmd' on $url (log: $bridge_log)"
+  env "$marker" timeout --kill-after=10 "$((run_timeout + 30))" \
+    node "$ONE_PROCESS_BRIDGE" --stdio "$server_cmd" --port "$port" --path /mcp \
+      <&3 >"$bridge_log" 2>&1 &
+else
+  say "bridge: supergateway --stdio '$server_cmd' on $url (log: $bridge_log)"
+  env "$marker" timeout --kill-after=10 "$((run_timeout + 30))" \
+    node --require "$INTEROP/loopback_only.cjs" "$SUPERGATEWAY" \
+      --stdio "$server_cmd" \
+      --outputTransport streamableHttp --stateful --sessionTimeout 120000 \
+      --port "$port" --streamableHttpPath /mcp --logLevel info \
+      <&3 >"$bridge_log" 2>&1 &
+fi
 bridge_pid=$!
 
 for _ in $(seq 1 100); do

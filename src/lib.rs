@@ -167,7 +167,7 @@ struct ReadmeDoctests;
 pub use child::ChildOutput;
 pub use client::{
     Call, Canceller, Client, ClientBuilder, ClientStats, Era, Progress, RequestOptions,
-    RetryPolicy, SharedClient, Shutdown, ShutdownStage,
+    RetryPolicy, SharedClient, Shutdown, ShutdownStage, TaskOptions, TaskStart,
 };
 pub use diagnostics::stderr_line;
 pub use error::{Error, Outcome};
@@ -178,7 +178,7 @@ pub use mcp::logging::LogLevel;
 pub use mcp::prompt::{Prompt, PromptMessage};
 pub use mcp::resource::{base64, Resource, ResourceContents, ResourceTemplate};
 pub use mcp::server::McpServer;
-pub use mcp::tool::{Content, Tool, ToolError, ToolResult};
+pub use mcp::tool::{Content, TaskSupport, Tool, ToolError, ToolResult};
 pub use message::{ErrorCode, ErrorObject, Message, Notification, Request, RequestId, Response};
 pub use protocol::{LATEST_PROTOCOL_VERSION, MODERN_PROTOCOL_VERSIONS, PROTOCOL_VERSIONS};
 pub use responder::{CancelToken, LoopHandle, Responder};

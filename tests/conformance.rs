@@ -1,7 +1,9 @@
 //! The official MCP conformance suite against `mcpipe demo --conformance`, through
 //! `scripts/conformance-all.sh`: the stable suite at 2025-11-25 and the alpha suite at
 //! 2026-07-28, each behind supergateway on 127.0.0.1 and against its baseline
-//! (`interop/conformance-baseline-*.yml`, bridge limitations only). Fails on any unexpected
+//! (`interop/conformance-baseline-*.yml`, bridge limitations only), and every `tasks-*`
+//! scenario of the alpha suite by name, behind `interop/one_process_bridge.mjs` (one stdio
+//! process for all requests, as tasks need), with no baseline. Fails on any unexpected
 //! failure or stale baseline entry, and when the tooling is missing (never skips: run
 //! `bash scripts/setup-interop.sh`).
 //!
@@ -98,7 +100,7 @@ fn both_revisions_pass_the_conformance_suite_except_for_bridge_limitations() {
     assert!(status.success(), "conformance failed ({status}):\n{report}");
     let last = stdout.lines().last().unwrap_or_default();
     assert!(last.starts_with("conformance: PASS"), "{report}");
-    for revision in ["2025-11-25", "2026-07-28"] {
+    for revision in ["2025-11-25", "2026-07-28", "2026-07-28-tasks"] {
         assert!(
             stdout.contains(&format!("conformance {revision}: ok")),
             "{revision} did not run:\n{report}"

@@ -106,6 +106,9 @@ fn complete_rounds<E: Exchange + ?Sized>(
     loop {
         match era::result_type(&result) {
             ResultType::Complete => return Ok(result),
+            // A task's handle (the tasks extension): final for this request, and only ever
+            // sent to a request that declared the extension (see `Client::start_task`).
+            ResultType::Other(kind) if kind == "task" => return Ok(result),
             ResultType::Other(kind) => {
                 return Err(Error::Protocol {
                     reason: format!("the {method} result has an unknown resultType {kind}"),

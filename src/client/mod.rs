@@ -22,6 +22,7 @@ mod process;
 mod retry;
 mod session;
 mod shared;
+mod tasks;
 mod wait;
 
 use std::collections::{HashMap, VecDeque};
@@ -45,6 +46,7 @@ pub use process::{Shutdown, ShutdownStage};
 pub use retry::RetryPolicy;
 pub use session::ClientStats;
 pub use shared::SharedClient;
+pub use tasks::{TaskOptions, TaskStart};
 
 use builder::{InputCallback, NotificationCallback, Settings, StderrCallback};
 use era::Asked;

@@ -11,7 +11,8 @@ use crate::error::Error;
 use crate::handler::Context;
 use crate::mcp::input::Rounds;
 use crate::mcp::logging::LogLevel;
-use crate::responder::Responder;
+use crate::mcp::tasks::{self, TaskEvent};
+use crate::responder::{CancelToken, Outbox, Responder};
 use crate::stats::Stats;
 
 /// Who is asking, as the layer knows it for one request: from `initialize` (handshake era) or
@@ -72,6 +73,15 @@ enum Link<'a> {
         /// The loop's counters when the call started.
         stats: Stats,
     },
+    /// A task's work on a worker thread. Its request was answered already (with the task's
+    /// handle), so it reaches the client through the loop's outbox, and the task's own token
+    /// (`tasks/cancel`, shutdown) stops it.
+    Task {
+        outbox: Outbox,
+        cancel: CancelToken,
+        stats: Stats,
+        task_id: String,
+    },
 }
 
 impl<'a> McpContext<'a> {
@@ -118,11 +128,30 @@ impl<'a> McpContext<'a> {
         (self.rounds, self.changes)
     }
 
+    /// The context of a task's work on a worker thread.
+    pub(crate) fn for_task(
+        outbox: Outbox,
+        cancel: CancelToken,
+        stats: Stats,
+        task_id: String,
+        scope: &'a Scope,
+        progress_token: Option<Value>,
+        rounds: Rounds,
+    ) -> McpContext<'a> {
+        let link = Link::Task {
+            outbox,
+            cancel,
+            stats,
+            task_id,
+        };
+        McpContext::with_link(link, scope, progress_token, rounds)
+    }
+
     /// [`McpContext::into_parts`] of a worker's context, with its responder.
     pub(crate) fn into_worker_parts(self) -> Option<(Rounds, Vec<Change>, Responder)> {
         match self.link {
             Link::Worker { responder, .. } => Some((self.rounds, self.changes, responder)),
-            Link::Loop(_) => None,
+            Link::Loop(_) | Link::Task { .. } => None,
         }
     }
 
@@ -132,6 +161,7 @@ impl<'a> McpContext<'a> {
         match &mut self.link {
             Link::Loop(cx) => cx.is_cancelled(),
             Link::Worker { responder, .. } => responder.is_cancelled(),
+            Link::Task { cancel, .. } => cancel.is_cancelled(),
         }
     }
 
@@ -144,6 +174,10 @@ impl<'a> McpContext<'a> {
         match &mut self.link {
             Link::Loop(cx) => cx.checkpoint(),
             Link::Worker { responder, .. } => match responder.cancel_token().reason() {
+                Some(why) => Err(why),
+                None => Ok(()),
+            },
+            Link::Task { cancel, .. } => match cancel.reason() {
                 Some(why) => Err(why),
                 None => Ok(()),
             },
@@ -160,6 +194,7 @@ impl<'a> McpContext<'a> {
             Link::Worker { responder, .. } => responder
                 .cancel_token()
                 .sleep_until(Instant::now() + duration),
+            Link::Task { cancel, .. } => cancel.sleep_until(Instant::now() + duration),
         }
     }
 
@@ -168,6 +203,7 @@ impl<'a> McpContext<'a> {
         match &mut self.link {
             Link::Loop(cx) => cx.notify(method, params),
             Link::Worker { responder, .. } => responder.notify(method, params),
+            Link::Task { outbox, .. } => outbox.notify(method, params),
         }
     }
 
@@ -181,6 +217,20 @@ impl<'a> McpContext<'a> {
         match &mut self.link {
             Link::Loop(cx) => cx.call(method, params, timeout),
             Link::Worker { responder, .. } => responder.call(method, params, timeout),
+            Link::Task {
+                outbox,
+                cancel,
+                task_id,
+                ..
+            } => {
+                // MCP 2025-11-25: a request made for a task names it, and the task is
+                // `input_required` while the answer is awaited.
+                let params = tasks::with_related_task(params, task_id);
+                let _ = outbox.post(Box::new(TaskEvent::waiting(task_id, true)));
+                let answer = outbox.call(method, Some(params), Instant::now() + timeout, cancel);
+                let _ = outbox.post(Box::new(TaskEvent::waiting(task_id, false)));
+                answer
+            }
         }
     }
 
@@ -207,6 +257,7 @@ impl<'a> McpContext<'a> {
         let stopped = match &mut self.link {
             Link::Loop(cx) => cx.connection().session.interrupted(),
             Link::Worker { responder, .. } => responder.is_cancelled(),
+            Link::Task { cancel, .. } => cancel.is_cancelled(),
         };
         if !progress.is_finite()
             || self.last_progress.is_some_and(|last| progress <= last)
@@ -485,6 +536,11 @@ impl<'a> McpContext<'a> {
                     .map_err(|e| Error::io("creating a poller for a command", e))?;
                 child::run(&mut waiter, command, max_output, timeout)
             }
+            Link::Task { cancel, .. } => {
+                let mut waiter = TokenWaiter::new(cancel.clone())
+                    .map_err(|e| Error::io("creating a poller for a command", e))?;
+                child::run(&mut waiter, command, max_output, timeout)
+            }
         }
     }
 
@@ -510,7 +566,7 @@ impl<'a> McpContext<'a> {
     pub fn stats(&self) -> &Stats {
         match &self.link {
             Link::Loop(cx) => cx.stats(),
-            Link::Worker { stats, .. } => stats,
+            Link::Worker { stats, .. } | Link::Task { stats, .. } => stats,
         }
     }
 
@@ -520,13 +576,13 @@ impl<'a> McpContext<'a> {
     pub fn context(&mut self) -> Option<&mut Context<'a>> {
         match &mut self.link {
             Link::Loop(cx) => Some(cx),
-            Link::Worker { .. } => None,
+            Link::Worker { .. } | Link::Task { .. } => None,
         }
     }
 
     /// Whether this call runs on a worker thread (a concurrent tool) rather than the loop's.
     pub fn on_worker_thread(&self) -> bool {
-        matches!(self.link, Link::Worker { .. })
+        matches!(self.link, Link::Worker { .. } | Link::Task { .. })
     }
 }
 

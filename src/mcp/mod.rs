@@ -3,7 +3,8 @@
 //!
 //! One file per concept: `server` (registration and the protocol), `context` (what a handler
 //! works through), `era` (which revision a request speaks), `input` (multi-round-trip requests
-//! and their `requestState`), `tool`, `arguments`, `resource`, `prompt`, `logging`.
+//! and their `requestState`), `tasks` (the task store), `tool`, `arguments`, `resource`,
+//! `prompt`, `logging`.
 
 pub(crate) mod arguments;
 pub(crate) mod context;
@@ -13,6 +14,7 @@ pub(crate) mod logging;
 pub(crate) mod prompt;
 pub(crate) mod resource;
 pub(crate) mod server;
+pub(crate) mod tasks;
 pub(crate) mod tool;
 
 // The version tables live in the protocol module, shared with the client.

@@ -33,6 +33,7 @@ use crate::mcp::input::Rounds;
 use crate::mcp::logging::LogLevel;
 use crate::mcp::prompt::{Prompt, PromptMessage};
 use crate::mcp::resource::{Resource, ResourceContents, ResourceTemplate};
+use crate::mcp::tasks::{TaskEvent, TaskStore};
 use crate::mcp::tool::{Tool, ToolError, ToolResult};
 use crate::mcp::MODERN_PROTOCOL_VERSIONS;
 use crate::message::{ErrorObject, Message, Notification, Request, RequestId, Response};
@@ -45,6 +46,7 @@ const DEFAULT_WORKERS: usize = 32;
 mod calls;
 mod handshake;
 mod methods;
+mod tasks;
 
 use calls::{child_context, Announced};
 use handshake::Listener;
@@ -114,7 +116,9 @@ type IdleFn<S> = Box<dyn FnMut(&mut S, &mut McpContext<'_>)>;
 ///   client's version, capabilities and log level in each request's `_meta`, `server/discover`,
 ///   `resultType` and caching hints on results, `input_required` results for tools, prompts and
 ///   resources that need input from the client (see [`McpContext::input`]), and
-///   `subscriptions/listen`.
+///   `subscriptions/listen`;
+/// - in both: tasks, for tools that allow them ([`Tool::task_support`]; see
+///   [`McpServer::task_limits`] for how a task runs and how many are kept).
 ///
 /// The module docs of `mcp::server` (and `docs/revisions.md`) say which era serves a request.
 /// Capabilities list only what was registered (and `logging`).
@@ -155,6 +159,8 @@ pub struct McpServer<S = ()> {
     pool: Option<WorkerPool>,
     /// The most threads `pool` may have.
     workers: usize,
+    /// Tasks (of tools that allow them), owned by the loop's thread.
+    tasks: TaskStore<tasks::Resume>,
 }
 
 impl<S: fmt::Debug> fmt::Debug for McpServer<S> {
@@ -206,6 +212,7 @@ impl<S: 'static> McpServer<S> {
             listeners: Vec::new(),
             pool: None,
             workers: DEFAULT_WORKERS,
+            tasks: TaskStore::new(),
         }
     }
 
@@ -323,6 +330,29 @@ impl<S: 'static> McpServer<S> {
     /// ([`Server::max_in_flight`](crate::Server::max_in_flight)).
     pub fn workers(mut self, threads: usize) -> McpServer<S> {
         self.workers = threads.max(1);
+        self
+    }
+
+    /// Bounds the tasks this server keeps (see [`TaskSupport`](crate::TaskSupport)): at most
+    /// `max_kept` at once (1000 by default; at least 1), and a finished one for `ttl` after it
+    /// finished (10 minutes by default; also the most a 2025-11-25 client may ask for). A new
+    /// task evicts the oldest finished one when the store is full; when every kept task is
+    /// still running, the call is refused (`-32603`). Memory thus stays bounded under a client
+    /// that never fetches its results.
+    ///
+    /// # How a task runs
+    /// A task of a [`concurrent_tool`](McpServer::concurrent_tool) is created when the call
+    /// arrives (the answer is the task's handle) and runs on the worker pool; `tasks/cancel`
+    /// reaches its [`McpContext`] (cancellation, [`McpContext::sleep`],
+    /// [`McpContext::run_command`]'s process group). Its inputs: a 2025-11-25 request to the
+    /// client is sent live (the task is `input_required` meanwhile); under 2026-07-28 the task
+    /// turns `input_required` with the `inputRequests`, and runs again from the start once
+    /// `tasks/update` brought every answer. A task of a [`tool`](McpServer::tool) (which runs
+    /// on the loop's thread) is created when the tool returns: under 2026-07-28 its inputs are
+    /// asked first in plain `input_required` rounds, and the task is made on the last round.
+    pub fn task_limits(mut self, max_kept: usize, ttl: Duration) -> McpServer<S> {
+        self.tasks.max_kept = max_kept.max(1);
+        self.tasks.ttl = ttl;
         self
     }
 
@@ -585,9 +615,18 @@ impl<S: 'static> Handler for McpServer<S> {
     }
 
     fn handle_post(&mut self, data: Box<dyn std::any::Any + Send>, cx: &mut Context<'_>) {
-        if let Ok(announced) = data.downcast::<Announced>() {
-            self.deliver(announced.0, cx);
+        let data = match data.downcast::<Announced>() {
+            Ok(announced) => return self.deliver(announced.0, cx),
+            Err(data) => data,
+        };
+        if let Ok(event) = data.downcast::<TaskEvent>() {
+            self.task_event(*event, cx);
         }
+    }
+
+    fn handle_cancelled(&mut self, request: RequestId, _cx: &mut Context<'_>) {
+        // A cancelled `tasks/result` stops waiting (its answer would not be sent anyway).
+        self.forget_waiter(&request);
     }
 
     fn on_idle(&mut self, cx: &mut Context<'_>) {
@@ -601,6 +640,7 @@ impl<S: 'static> Handler for McpServer<S> {
     }
 
     fn on_shutdown(&mut self, _outcome: &Outcome, cx: &mut Context<'_>) {
+        self.stop_tasks();
         // Open `subscriptions/listen` streams end gracefully: their response is sent now.
         for listener in std::mem::take(&mut self.listeners) {
             let result = json!({

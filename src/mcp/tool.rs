@@ -105,6 +105,43 @@ impl Tool {
         self.field("annotations", annotations)
     }
 
+    /// Whether clients may (or must) call the tool as a task (`execution.taskSupport`;
+    /// [`TaskSupport::Forbidden`] by default). A server with such a tool declares tasks (the
+    /// `tasks` capability under 2025-11-25, the `io.modelcontextprotocol/tasks` extension under
+    /// 2026-07-28); see [`McpServer`](crate::McpServer) for how a task runs.
+    ///
+    /// # Example
+    /// ```
+    /// use mcpipe::{TaskSupport, Tool};
+    /// let tool = Tool::new("build", "Builds the project").task_support(TaskSupport::Optional);
+    /// assert_eq!(tool.to_value()["execution"]["taskSupport"], "optional");
+    /// assert_eq!(tool.task_support_level(), TaskSupport::Optional);
+    /// ```
+    pub fn task_support(mut self, support: TaskSupport) -> Tool {
+        let execution = self.fields.entry("execution").or_insert_with(|| json!({}));
+        if !execution.is_object() {
+            *execution = json!({});
+        }
+        if let Value::Object(map) = execution {
+            map.insert("taskSupport".into(), json!(support.as_str()));
+        }
+        self
+    }
+
+    /// The tool's `execution.taskSupport` ([`TaskSupport::Forbidden`] when absent or unknown).
+    pub fn task_support_level(&self) -> TaskSupport {
+        match self
+            .fields
+            .get("execution")
+            .and_then(|e| e.get("taskSupport"))
+            .and_then(Value::as_str)
+        {
+            Some("optional") => TaskSupport::Optional,
+            Some("required") => TaskSupport::Required,
+            _ => TaskSupport::Forbidden,
+        }
+    }
+
     /// Sets any other field (`icons`, `_meta`, `execution`, ...). `name` cannot be changed
     /// this way; `inputSchema` goes through [`Tool::input_schema`].
     pub fn field(mut self, key: &str, value: Value) -> Tool {
@@ -121,6 +158,33 @@ impl Tool {
     /// The description as JSON, as `tools/list` shows it.
     pub fn to_value(&self) -> Value {
         Value::Object(self.fields.clone())
+    }
+}
+
+/// Whether a tool may be called as a task (MCP 2025-11-25 tasks, the 2026-07-28 tasks
+/// extension): the tool's `execution.taskSupport`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TaskSupport {
+    /// Never as a task (the default): a task-augmented call is refused (`-32601` under
+    /// 2025-11-25; under 2026-07-28 the call simply runs as a plain call).
+    #[default]
+    Forbidden,
+    /// As a task when the client wants one (2025-11-25: the call carries `task`; 2026-07-28:
+    /// the client declared the extension), else as a plain call.
+    Optional,
+    /// Only as a task: a plain call is refused (`-32601` under 2025-11-25, `-32021` naming
+    /// the extension under 2026-07-28).
+    Required,
+}
+
+impl TaskSupport {
+    /// The wire name: `forbidden`, `optional` or `required`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskSupport::Forbidden => "forbidden",
+            TaskSupport::Optional => "optional",
+            TaskSupport::Required => "required",
+        }
     }
 }
 

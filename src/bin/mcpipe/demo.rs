@@ -1,9 +1,10 @@
 //! `mcpipe demo`: the demo MCP server on stdio that tests, the probe and benchmarks drive.
 //!
 //! Tools: `echo`, `fail`, `panic`, `sleep` (progress, cancellable), `stats`, and with
-//! `--allow-run` also `run`. Resource `mcpipe://demo/readme`, template
-//! `mcpipe://demo/echo/{text}`, prompt `greet`. Logs go to stderr; stdout carries only protocol.
-//! With `--conformance` it serves the conformance suite's fixtures instead (`conformance.rs`).
+//! `--allow-run` also `run`; `sleep` and `run` may run as tasks (MCP tasks, both revisions).
+//! Resource `mcpipe://demo/readme`, template `mcpipe://demo/echo/{text}`, prompt `greet`. Logs
+//! go to stderr; stdout carries only protocol.
+//! With `--conformance` it serves the conformance suite's fixtures instead (`conformance/`).
 
 use std::collections::VecDeque;
 use std::process::{Command, ExitCode};
@@ -11,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use mcpipe::{
     Content, McpServer, Prompt, PromptMessage, Resource, ResourceContents, ResourceTemplate,
-    Server, Tool, ToolError, ToolResult,
+    Server, TaskSupport, Tool, ToolError, ToolResult,
 };
 use serde_json::json;
 
@@ -212,7 +213,8 @@ fn demo_server(allow_run: bool) -> McpServer<Demo> {
                 "Waits ms milliseconds, sending progress every ~100 ms when asked; cancellable",
             )
             .arg("ms", "integer", "How long to wait, in milliseconds")
-            .annotations(read_only()),
+            .annotations(read_only())
+            .task_support(TaskSupport::Optional),
             |args, cx| {
                 let ms = args.integer("ms")?;
                 let ms = u64::try_from(ms).map_err(|_| {
@@ -304,7 +306,8 @@ fn demo_server(allow_run: bool) -> McpServer<Demo> {
                 "Runs a command and returns its exit code, stdout and stderr",
             )
             .arg("argv", "array", "The program and its arguments")
-            .optional_arg("timeout_ms", "integer", "Stop the command after this long"),
+            .optional_arg("timeout_ms", "integer", "Stop the command after this long")
+            .task_support(TaskSupport::Optional),
             |args, cx| {
                 let argv = args.string_list("argv")?;
                 let Some((program, rest)) = argv.split_first() else {

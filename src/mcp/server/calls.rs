@@ -138,10 +138,11 @@ impl<S: 'static> McpServer<S> {
                 ))
             }
         };
-        let Some((_, run)) = self.tools.iter_mut().find(|(t, _)| t.name() == name) else {
+        let Some((tool, run)) = self.tools.iter_mut().find(|(t, _)| t.name() == name) else {
             return Err(ErrorObject::invalid_params(format!("unknown tool: {name}"))
                 .with_data(json!({ "name": name })));
         };
+        let wanted = Self::task_wanted(name, tool.task_support_level(), params, scope)?;
         // The call's binding is for 2026-07-28 rounds only: the handshake era has one round.
         let binding = if scope.modern {
             input::binding_of_map("tools/call", name, &arguments)
@@ -149,11 +150,16 @@ impl<S: 'static> McpServer<S> {
             String::new()
         };
         let rounds = rounds_for(scope, params, &binding)?;
-        let mut arguments = Arguments::from_map(arguments);
         let token = progress_token(params);
         let run = match run {
             ToolRunner::Concurrent(run) => {
                 let run = Arc::clone(run);
+                if let Some(wanted) = wanted {
+                    let name = name.to_owned();
+                    return self
+                        .start_task(wanted, &name, run, arguments, rounds, scope, token, cx);
+                }
+                let arguments = Arguments::from_map(arguments);
                 let call = WorkerCall {
                     info: scope.modern.then(|| self.info.clone()),
                     name: name.to_owned(),
@@ -169,11 +175,17 @@ impl<S: 'static> McpServer<S> {
             ToolRunner::OnLoop(run) => run,
         };
         let state = &mut self.state;
+        let mut arguments = Arguments::from_map(arguments);
         let mut mcx = McpContext::new(child_context(cx), scope, token, rounds);
         let outcome = catch_panic(|| run(state, &mut arguments, &mut mcx));
         let (rounds, changes) = mcx.into_parts();
         self.deliver(changes, cx);
-        tool_answer(name, scope, &rounds, &binding, outcome)
+        let answer = tool_answer(name, scope, &rounds, &binding, outcome);
+        match wanted {
+            // A quick tool's task is made when it returns (after any input rounds).
+            Some(wanted) => self.task_of_answer(wanted, answer, scope),
+            None => answer,
+        }
     }
 
     /// Hands a concurrent tool's call to the worker pool, with the request's responder.
@@ -563,7 +575,7 @@ pub(super) fn progress_token(params: &Map<String, Value>) -> Option<Value> {
 /// The answer of a tool call, from what its function returned: under 2026-07-28 an
 /// `input_required` round or `-32021` may override it; an `Err` becomes an `isError` result
 /// (or a JSON-RPC error, for [`ToolError::protocol`]); a panic becomes an `isError` result.
-fn tool_answer(
+pub(super) fn tool_answer(
     name: &str,
     scope: &Scope,
     rounds: &Rounds,

@@ -118,7 +118,9 @@ impl<S: 'static> McpServer<S> {
         self.session.client_info = params.get("clientInfo").cloned().unwrap_or(Value::Null);
         let mut result = Map::new();
         result.insert("protocolVersion".into(), Value::String(version.to_owned()));
-        result.insert("capabilities".into(), self.capabilities());
+        let mut capabilities = self.capabilities();
+        self.declare_tasks(&mut capabilities, Some(version));
+        result.insert("capabilities".into(), capabilities);
         result.insert("serverInfo".into(), self.info.clone());
         if let Some(text) = &self.instructions {
             result.insert("instructions".into(), Value::String(text.clone()));
@@ -130,7 +132,9 @@ impl<S: 'static> McpServer<S> {
     pub(super) fn discover(&self) -> Value {
         let mut result = Map::new();
         result.insert("supportedVersions".into(), json!(MODERN_PROTOCOL_VERSIONS));
-        result.insert("capabilities".into(), self.capabilities());
+        let mut capabilities = self.capabilities();
+        self.declare_tasks(&mut capabilities, None);
+        result.insert("capabilities".into(), capabilities);
         if let Some(text) = &self.instructions {
             result.insert("instructions".into(), Value::String(text.clone()));
         }

@@ -25,7 +25,7 @@ enum Eras {
 /// Every method this layer serves, once for both eras: a method not here, or not of the
 /// request's era, is `-32601`. Whether it is served also depends on what was registered (a
 /// server without tools has no `tools/call`); see [`McpServer::serve_method`].
-const METHODS: [(&str, Eras); 15] = [
+const METHODS: [(&str, Eras); 20] = [
     ("initialize", Eras::Legacy),
     ("ping", Eras::Legacy),
     ("logging/setLevel", Eras::Legacy),
@@ -41,6 +41,13 @@ const METHODS: [(&str, Eras); 15] = [
     ("prompts/list", Eras::Both),
     ("prompts/get", Eras::Both),
     ("completion/complete", Eras::Both),
+    // Tasks: 2025-11-25 has all but `tasks/update`; the 2026-07-28 extension dropped
+    // `tasks/result` and `tasks/list` and added `tasks/update`.
+    ("tasks/get", Eras::Both),
+    ("tasks/cancel", Eras::Both),
+    ("tasks/result", Eras::Legacy),
+    ("tasks/list", Eras::Legacy),
+    ("tasks/update", Eras::Modern),
 ];
 
 /// Whether `method` exists in the era (`modern`), or in either (`None`).
@@ -89,7 +96,7 @@ pub(crate) fn modern_result(result: &mut Value, info: &Value, cache: Option<(u64
     }
 }
 
-fn page(
+pub(super) fn page(
     items: Vec<Value>,
     params: &Map<String, Value>,
     key: &str,
@@ -232,6 +239,9 @@ impl<S: 'static> McpServer<S> {
             "prompts/get" if prompts => self.get_prompt(params, scope, cx),
             "completion/complete" if self.completion.is_some() => self.complete(params, scope, cx),
             "subscriptions/listen" if self.change_notifications => self.listen(id, params, cx),
+            _ if method.starts_with("tasks/") && self.has_task_tools() => {
+                self.serve_task_method(method, params, scope, cx)
+            }
             _ => Err(ErrorObject::method_not_found(method)),
         }
     }

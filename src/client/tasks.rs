@@ -1,0 +1,366 @@
+//! Calling a tool as a task (MCP 2025-11-25 tasks; the 2026-07-28 extension
+//! `io.modelcontextprotocol/tasks`): start it, poll its status with a backoff that never polls
+//! faster than the server's poll interval, give it the inputs it asks for, fetch its outcome,
+//! and cancel it when the caller's deadline passes.
+//!
+//! Both eras behind one API:
+//! - 2025-11-25: `tools/call` with `params.task` (`{ttl?}`); the answer holds `task`; polls
+//!   with `tasks/get`; the outcome from `tasks/result`; inputs arrive as live requests from the
+//!   server, answered while the client polls (it serves the connection between polls).
+//! - 2026-07-28: the call declares the extension in its own
+//!   `_meta["io.modelcontextprotocol/clientCapabilities"]`; the server decides; a task's answer
+//!   has `resultType: "task"`; `tasks/get` inlines the outcome, or `inputRequests`, which the
+//!   client fulfils (roots, the elicitation and sampling callbacks) with `tasks/update`.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Map, Value};
+
+use super::era::{self, Era};
+use super::options::RequestOptions;
+use super::Client;
+use crate::error::Error;
+use crate::message::{ErrorCode, ErrorObject};
+
+/// The extension's name, in `clientCapabilities.extensions`.
+const EXTENSION: &str = "io.modelcontextprotocol/tasks";
+
+/// What [`Client::start_task`] got back.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TaskStart {
+    /// The server made a task: its status object (`taskId`, `status`, `pollInterval` or
+    /// `pollIntervalMs`, ...) as the server sent it.
+    Task(Value),
+    /// The server answered the call at once, without a task (a server without tasks, a tool
+    /// that does not take them, or a fast path the server chose): the tool's result.
+    Done(Value),
+}
+
+/// How [`Client::call_tool_as_task`] waits for a task.
+#[derive(Debug, Clone)]
+pub struct TaskOptions {
+    deadline: Duration,
+    max_poll_interval: Duration,
+    ttl: Option<Duration>,
+}
+
+impl Default for TaskOptions {
+    fn default() -> TaskOptions {
+        TaskOptions::new()
+    }
+}
+
+impl TaskOptions {
+    /// A deadline of 10 minutes, polls at most 5 s apart, no TTL asked for.
+    pub fn new() -> TaskOptions {
+        TaskOptions {
+            deadline: Duration::from_secs(600),
+            max_poll_interval: Duration::from_secs(5),
+            ttl: None,
+        }
+    }
+
+    /// The most the whole call may take, from the start to the outcome: past it the task is
+    /// cancelled (`tasks/cancel`) and the call fails with [`Error::Timeout`].
+    pub fn deadline(mut self, deadline: Duration) -> TaskOptions {
+        self.deadline = deadline;
+        self
+    }
+
+    /// The longest pause between two polls (the backoff grows up to it; a server's poll interval
+    /// longer than this one wins).
+    pub fn max_poll_interval(mut self, interval: Duration) -> TaskOptions {
+        self.max_poll_interval = interval;
+        self
+    }
+
+    /// How long the server should keep the task after it ends (2025-11-25 `task.ttl`; the
+    /// server may keep it for less). Under 2026-07-28 the server alone decides.
+    pub fn ttl(mut self, ttl: Duration) -> TaskOptions {
+        self.ttl = Some(ttl);
+        self
+    }
+}
+
+/// The first pause when the server names no poll interval.
+const DEFAULT_POLL: Duration = Duration::from_millis(100);
+
+/// The server's poll interval in a task object (`pollInterval` or `pollIntervalMs`, ms).
+fn poll_interval(task: &Value) -> Option<Duration> {
+    task.get("pollIntervalMs")
+        .or_else(|| task.get("pollInterval"))
+        .and_then(Value::as_u64)
+        .map(Duration::from_millis)
+}
+
+fn status(task: &Value) -> &str {
+    task.get("status").and_then(Value::as_str).unwrap_or("")
+}
+
+fn task_id(task: &Value) -> Result<String, Error> {
+    task.get("taskId")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .ok_or_else(|| Error::Protocol {
+            reason: String::from("the task has no string taskId"),
+            line: super::exchange::excerpt_of(task),
+        })
+}
+
+/// A task's inlined `error` as an error object (`-32603` when it is malformed).
+fn error_object(error: &Value) -> ErrorObject {
+    let code = error.get("code").and_then(Value::as_i64);
+    let message = error.get("message").and_then(Value::as_str);
+    match (code, message) {
+        (Some(code), Some(message)) => {
+            let object = ErrorObject::new(ErrorCode(code), message);
+            match error.get("data") {
+                Some(data) => object.with_data(data.clone()),
+                None => object,
+            }
+        }
+        _ => ErrorObject::internal(format!("the task failed: {error}")),
+    }
+}
+
+/// The pause before the next poll: the backoff, never shorter than the server's interval.
+fn next_pause(backoff: Duration, server: Option<Duration>, max: Duration) -> Duration {
+    let floor = server.unwrap_or(Duration::ZERO);
+    backoff.min(max.max(floor)).max(floor)
+}
+
+impl Client {
+    fn is_modern_connection(&self) -> bool {
+        self.session.era() == Some(Era::Modern)
+    }
+
+    /// Under 2026-07-28, `params` with the client's capabilities plus the extension in its
+    /// `_meta` (each task request must declare it); as they are otherwise.
+    fn declaring_tasks(&self, mut params: Value) -> Value {
+        if !self.is_modern_connection() {
+            return params;
+        }
+        let mut capabilities = self.session.capabilities().clone();
+        if let Value::Object(caps) = &mut capabilities {
+            let extensions = caps.entry("extensions").or_insert_with(|| json!({}));
+            if let Value::Object(extensions) = extensions {
+                extensions.insert(EXTENSION.into(), json!({}));
+            }
+        }
+        params["_meta"] = json!({ "io.modelcontextprotocol/clientCapabilities": capabilities });
+        params
+    }
+
+    /// A `tasks/*` request about one task.
+    fn task_request(&mut self, method: &str, params: Value) -> Result<Value, Error> {
+        let params = self.declaring_tasks(params);
+        self.request(method, Some(params), RequestOptions::new())
+    }
+
+    /// Starts `name` as a task: see [`Client::call_tool_as_task`] for the whole round trip.
+    ///
+    /// # Errors
+    /// As [`Client::request`]; [`Error::Protocol`] when the server's task has no `taskId`.
+    pub fn start_task(
+        &mut self,
+        name: &str,
+        arguments: Value,
+        ttl: Option<Duration>,
+    ) -> Result<TaskStart, Error> {
+        let mut params = super::exchange::named_params(name, arguments);
+        if self.is_modern_connection() {
+            params = self.declaring_tasks(params);
+        } else {
+            let mut task = Map::new();
+            if let Some(ttl) = ttl {
+                let ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+                task.insert("ttl".into(), json!(ms));
+            }
+            params["task"] = Value::Object(task);
+        }
+        let result = self.request("tools/call", Some(params), RequestOptions::new())?;
+        let task = if result.get("resultType").and_then(Value::as_str) == Some("task") {
+            let mut task = result;
+            if let Value::Object(map) = &mut task {
+                map.remove("resultType");
+                map.remove("_meta");
+            }
+            task
+        } else if let Some(task) = result.get("task").filter(|t| t.is_object()) {
+            task.clone()
+        } else {
+            return Ok(TaskStart::Done(result));
+        };
+        task_id(&task)?;
+        Ok(TaskStart::Task(task))
+    }
+
+    /// The task's status object (`tasks/get`). Under 2026-07-28 it also holds the outcome
+    /// (`result` or `error`) once the task ended, or `inputRequests` while it waits for input.
+    ///
+    /// # Errors
+    /// As [`Client::request`] (an unknown task is [`Error::Rpc`] with `-32602`).
+    pub fn get_task(&mut self, task_id: &str) -> Result<Value, Error> {
+        self.task_request("tasks/get", json!({ "taskId": task_id }))
+    }
+
+    /// Cancels a task (`tasks/cancel`).
+    ///
+    /// # Errors
+    /// As [`Client::request`]. A 2025-11-25 server answers `-32602` for a task that already
+    /// ended; a 2026-07-28 one acknowledges that too.
+    pub fn cancel_task(&mut self, task_id: &str) -> Result<(), Error> {
+        self.task_request("tasks/cancel", json!({ "taskId": task_id }))
+            .map(drop)
+    }
+
+    /// Calls a tool as a task and waits for its outcome: starts it ([`Client::start_task`]),
+    /// polls `tasks/get` with a backoff that starts at the server's poll interval (100 ms when
+    /// it names none), grows by half each poll up to
+    /// [`TaskOptions::max_poll_interval`], and never polls faster than the server asks;
+    /// serves the connection between polls (the server's requests and notifications, so a
+    /// 2025-11-25 task's questions are answered through the callbacks); fulfils a
+    /// 2026-07-28 task's `inputRequests` with `tasks/update`; and returns the tool's result.
+    /// A server that answers without a task gives its result at once.
+    ///
+    /// # Errors
+    /// - [`Error::Rpc`]: the task failed (its error), the call was refused (`-32601` for a
+    ///   tool that takes no tasks at 2025-11-25, `-32021` at 2026-07-28), or a task request
+    ///   failed.
+    /// - [`Error::Cancelled`]: the task ended `cancelled` (by someone else).
+    /// - [`Error::Timeout`]: the deadline passed; the task was cancelled.
+    /// - [`Error::InputUnanswered`]: the task asked for an input the client cannot give (the
+    ///   task is cancelled).
+    /// - As [`Client::request`] for the rest.
+    ///
+    /// # Example
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use mcpipe::{Client, TaskOptions};
+    /// use serde_json::json;
+    ///
+    /// let mut client = Client::builder("mcpipe").arg("demo").spawn()?;
+    /// let options = TaskOptions::new().deadline(Duration::from_secs(60));
+    /// let result = client.call_tool_as_task("sleep", json!({"ms": 1500}), options)?;
+    /// eprintln!("{}", result["content"][0]["text"]);
+    /// # Ok::<(), mcpipe::Error>(())
+    /// ```
+    pub fn call_tool_as_task(
+        &mut self,
+        name: &str,
+        arguments: Value,
+        options: TaskOptions,
+    ) -> Result<Value, Error> {
+        let started = Instant::now();
+        let deadline = started + options.deadline;
+        let mut task = match self.start_task(name, arguments, options.ttl)? {
+            TaskStart::Done(result) => return Ok(result),
+            TaskStart::Task(task) => task,
+        };
+        let id = task_id(&task)?;
+        let mut backoff = poll_interval(&task).unwrap_or(DEFAULT_POLL);
+        loop {
+            match status(&task) {
+                "completed" | "failed" => return self.task_outcome(&id, task),
+                "cancelled" => return Err(Error::Cancelled),
+                "input_required" if task.get("inputRequests").is_some() => {
+                    if let Err(e) = self.answer_task_inputs(&id, &task) {
+                        let _ = self.cancel_task(&id);
+                        return Err(e);
+                    }
+                    // Look again at once: the task runs again.
+                    task = self.get_task(&id)?;
+                    continue;
+                }
+                _ => {}
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                let _ = self.cancel_task(&id);
+                return Err(Error::Timeout {
+                    method: format!("tools/call {name} (task {id})"),
+                    elapsed: started.elapsed(),
+                });
+            }
+            let server = poll_interval(&task);
+            let pause = next_pause(backoff, server, options.max_poll_interval);
+            self.pump(pause.min(deadline - now))?;
+            backoff = backoff.saturating_add(backoff / 2);
+            task = self.get_task(&id)?;
+        }
+    }
+
+    /// The outcome of a finished task: inlined (2026-07-28) or from `tasks/result`.
+    fn task_outcome(&mut self, id: &str, mut task: Value) -> Result<Value, Error> {
+        if self.is_modern_connection()
+            && task.get("result").is_none()
+            && task.get("error").is_none()
+        {
+            // A task made finished: its handle carries no outcome, `tasks/get` does.
+            task = self.get_task(id)?;
+        }
+        if let Some(result) = task.get("result") {
+            return Ok(result.clone());
+        }
+        if let Some(error) = task.get("error") {
+            return Err(Error::Rpc(error_object(error)));
+        }
+        if self.is_modern_connection() {
+            return Err(Error::Protocol {
+                reason: format!("the ended task {id} has neither result nor error"),
+                line: super::exchange::excerpt_of(&task),
+            });
+        }
+        self.task_request("tasks/result", json!({ "taskId": id }))
+    }
+
+    /// Answers a 2026-07-28 task's `inputRequests` with one `tasks/update`.
+    fn answer_task_inputs(&mut self, id: &str, task: &Value) -> Result<(), Error> {
+        let unanswered = |reason: String| Error::InputUnanswered {
+            method: String::from("tasks/update"),
+            reason,
+            result: task.clone(),
+        };
+        let asked = era::input_requests(task).map_err(unanswered)?;
+        let mut responses = Map::new();
+        for input in &asked {
+            let answer = self.fulfil(input).map_err(unanswered)?;
+            responses.insert(input.key.clone(), answer);
+        }
+        self.task_request(
+            "tasks/update",
+            json!({ "taskId": id, "inputResponses": responses }),
+        )
+        .map(drop)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn polls_back_off_but_never_faster_than_the_server_asks() {
+        let ms = Duration::from_millis;
+        assert_eq!(next_pause(ms(100), None, ms(5000)), ms(100));
+        assert_eq!(next_pause(ms(9000), None, ms(5000)), ms(5000));
+        assert_eq!(next_pause(ms(100), Some(ms(250)), ms(5000)), ms(250));
+        // A server interval above the caller's maximum wins.
+        assert_eq!(next_pause(ms(100), Some(ms(8000)), ms(5000)), ms(8000));
+        assert_eq!(next_pause(ms(20000), Some(ms(8000)), ms(5000)), ms(8000));
+    }
+
+    #[test]
+    fn task_fields_of_both_revisions_are_read() {
+        assert_eq!(
+            poll_interval(&json!({"pollIntervalMs": 250})),
+            Some(Duration::from_millis(250))
+        );
+        assert_eq!(
+            poll_interval(&json!({"pollInterval": 500})),
+            Some(Duration::from_millis(500))
+        );
+        assert_eq!(poll_interval(&json!({})), None);
+        assert!(task_id(&json!({"taskId": 5})).is_err());
+    }
+}
