@@ -370,6 +370,16 @@ impl<'a> Context<'a> {
         ))
     }
 
+    /// [`Context::responder`] for an answer that waits on something else rather than on work
+    /// of its own (a long poll, MCP's `tasks/result` waiting for its task): it does not count
+    /// toward [`Server::max_in_flight`](crate::Server::max_in_flight), so that any number of
+    /// such waits cannot stop the loop from starting the requests they wait for.
+    pub fn waiting_responder(&mut self) -> Option<Responder> {
+        let responder = self.responder()?;
+        self.conn.session.waiting.insert(responder.id().clone());
+        Some(responder)
+    }
+
     /// A handle to reach the peer from any thread, outside of any one request (see
     /// [`LoopHandle`]).
     pub fn loop_handle(&self) -> LoopHandle {

@@ -243,7 +243,7 @@ impl Server {
                     stopped_by_backpressure = true;
                     break;
                 }
-                if conn.session.owed.len() >= self.max_in_flight {
+                if conn.session.in_flight() >= self.max_in_flight {
                     saturated = true;
                     break;
                 }

@@ -76,6 +76,10 @@ pub(crate) struct Session {
     /// Requests whose answer a [`crate::Responder`] owes, with their cancellation and whether
     /// the peer may cancel them.
     pub(crate) owed: HashMap<RequestId, (CancelToken, bool)>,
+    /// The owed answers that wait on something else rather than on work (a `tasks/result`
+    /// waiting for its task): they do not count toward the in-flight bound, or enough of them
+    /// would stop the loop from starting the requests they wait for. A subset of `owed`'s keys.
+    pub(crate) waiting: HashSet<RequestId>,
     /// Requests other threads sent to the peer, and where their responses go.
     outbound: HashMap<RequestId, Sender<Response>>,
     /// Data posted for the handler, handed to it on the loop's thread after the current call.
@@ -123,6 +127,7 @@ impl Session {
             signal: None,
             next_request_id,
             owed: HashMap::new(),
+            waiting: HashSet::new(),
             outbound: HashMap::new(),
             posts: VecDeque::new(),
             cancelled_owed: VecDeque::new(),
@@ -161,6 +166,7 @@ impl Session {
     pub(crate) fn take_event(&mut self, event: Event) {
         match event {
             Event::Answer { id, result } => {
+                self.waiting.remove(&id);
                 let Some((token, _)) = self.owed.remove(&id) else {
                     return;
                 };
@@ -267,6 +273,7 @@ impl Session {
         // A panic answers here, even when a responder had been taken: its answer (the
         // responder's drop during the unwinding) is no longer owed.
         self.owed.remove(&id);
+        self.waiting.remove(&id);
         match result {
             Ok(result) => Some(Response {
                 id: Some(id),
@@ -392,6 +399,11 @@ impl Session {
         self.deferred.push_back((parsed, bytes));
     }
 
+    /// How many owed answers count toward the in-flight bound (those of work that runs).
+    pub(crate) fn in_flight(&self) -> usize {
+        self.owed.len().saturating_sub(self.waiting.len())
+    }
+
     /// Cancels a request whose answer a responder owes, if `id` names one the peer may cancel;
     /// its answer will not be sent.
     pub(crate) fn cancel_owed(&mut self, id: &RequestId) -> bool {
@@ -431,6 +443,7 @@ impl Session {
 
     /// Answers every request still owed with an error (the server is ending) and forgets them.
     pub(crate) fn fail_owed(&mut self, why: &str) {
+        self.waiting.clear();
         let owed: Vec<RequestId> = self.owed.drain().map(|(id, _)| id).collect();
         for id in owed {
             let error = ErrorObject::internal(format!("internal error: {why}"));

@@ -36,6 +36,12 @@ impl Handler for Deferring {
                 Err(e) => Err(ErrorObject::internal(e.to_string())),
             };
         }
+        if method == "park" {
+            // Waits on something else (like MCP's tasks/result): not counted as work in flight.
+            let responder = cx.waiting_responder().expect("a request has a responder");
+            self.kept.push(responder);
+            return Ok(Value::Null);
+        }
         if !matches!(method, "later" | "drop" | "post" | "ask" | "never") {
             return Ok(json!({ "now": method, "posts": self.posts.len() }));
         }
@@ -272,4 +278,27 @@ fn a_second_request_with_the_id_of_one_in_flight_is_refused_and_both_are_answere
     assert_eq!(refused["error"]["code"], -32600, "{refused}");
     let answered = s.recv();
     assert_eq!(answered["result"], json!({ "slept": 200 }), "{answered}");
+}
+
+#[test]
+fn waiting_answers_do_not_count_toward_the_in_flight_bound() {
+    let _w = watchdog("waiting_responders", Duration::from_secs(30));
+    let mut s = start(
+        server()
+            .max_in_flight(1)
+            .shutdown_grace(Duration::from_millis(100)),
+    );
+    for id in 1..=3 {
+        s.send(&request(id, "park", json!({})));
+    }
+    // Three waits are held, and work still starts.
+    s.send(&request(4, "later", json!({ "ms": 10 })));
+    assert_eq!(s.recv()["id"], 4);
+    s.send(&request(5, "quick", json!({})));
+    assert_eq!(s.recv()["id"], 5);
+    // At the end every wait is answered (with an error: nothing answered it).
+    s.input = None;
+    let mut ended: Vec<i64> = (0..3).map(|_| s.recv()["id"].as_i64().unwrap()).collect();
+    ended.sort_unstable();
+    assert_eq!(ended, [1, 2, 3]);
 }

@@ -354,8 +354,9 @@ impl<S: 'static> McpServer<S> {
                 if task.status.is_terminal() {
                     return task.result_answer();
                 }
-                // Answered when the task ends; the loop goes on meanwhile.
-                if let Some(responder) = cx.responder() {
+                // Answered when the task ends; the loop goes on meanwhile (and the wait does
+                // not count toward the in-flight bound: the task it waits for must run).
+                if let Some(responder) = cx.waiting_responder() {
                     task.waiters.push(responder);
                 }
                 Ok(Value::Null)
