@@ -262,3 +262,40 @@ fn server_pid(p: &Proc) -> u32 {
     assert_eq!(children.len(), 1, "the wrapper's children: {children:?}");
     children[0]
 }
+
+#[test]
+fn after_a_restart_the_client_is_told_when_a_list_changed() {
+    let _w = watchdog("wrap_relist", Duration::from_secs(60));
+    let pids = pid_file("relist");
+    let mut p = wrapped(&[], "crash-relist", pids.to_str());
+    burst(&mut p);
+    assert_eq!(p.result(1)["tools"][0]["name"], "start-1");
+    p.call(2, "crash", json!({}));
+    assert_eq!(p.error_code(2), -32603);
+    // The restarted server lists other tools: the client hears of it, then sees them.
+    p.request(3, "tools/list", json!({}));
+    let (before, answer) = p.until_response(3);
+    assert_eq!(answer["result"]["tools"][0]["name"], "start-2", "{answer}");
+    assert!(
+        before
+            .iter()
+            .any(|m| m["method"] == "notifications/tools/list_changed"),
+        "no list_changed before the answer: {before:?}"
+    );
+    let _ = std::fs::remove_file(&pids);
+}
+
+#[test]
+fn after_a_restart_with_the_same_lists_the_client_is_told_nothing() {
+    let _w = watchdog("wrap_same_lists", Duration::from_secs(60));
+    let pids = pid_file("same-lists");
+    let mut p = wrapped(&[], "crash", pids.to_str());
+    burst(&mut p);
+    p.result(1);
+    p.call(2, "crash", json!({}));
+    assert_eq!(p.error_code(2), -32603);
+    p.request(3, "tools/list", json!({}));
+    let (before, _) = p.until_response(3);
+    assert!(before.is_empty(), "unexpected messages: {before:?}");
+    let _ = std::fs::remove_file(&pids);
+}

@@ -28,6 +28,18 @@ use crate::sys;
 /// The id prefix of the `initialize` the wrapper replays to a restarted server.
 const REPLAY_PREFIX: &str = "mcpipe-wrap-replay-";
 
+/// The id prefix of the list requests the wrapper sends a restarted server, to compare its
+/// lists with what the client saw.
+const RELIST_PREFIX: &str = "mcpipe-wrap-relist-";
+
+/// The list methods whose first page the wrapper remembers, and the notification that says
+/// each changed.
+const LISTS: [(&str, &str); 3] = [
+    ("tools/list", "notifications/tools/list_changed"),
+    ("prompts/list", "notifications/prompts/list_changed"),
+    ("resources/list", "notifications/resources/list_changed"),
+];
+
 /// How long a replayed `initialize` may take before the queued messages go anyway.
 const REPLAY_WAIT: Duration = Duration::from_secs(10);
 
@@ -49,6 +61,8 @@ pub(super) struct Pending {
     pub(super) responder: Responder,
     pub(super) method: String,
     pub(super) deadline: Option<Instant>,
+    /// A list request for the first page (no cursor): its result is remembered.
+    pub(super) first_page: bool,
 }
 
 /// Lines for the server's stdin, in order (each with whether it continues a line written in
@@ -87,6 +101,9 @@ pub(super) struct Shared {
     pub(super) initialized: AtomicBool,
     /// The negotiated revision has batches (2025-03-26).
     pub(super) batches: AtomicBool,
+    /// The first page of each list the client was given, by list method: after a restart the
+    /// server's lists are compared with these.
+    lists: Mutex<HashMap<String, Value>>,
     /// The id of a replayed `initialize` whose answer the writer waits for.
     replay: Mutex<Option<RequestId>>,
     replay_done: Condvar,
@@ -106,6 +123,7 @@ impl Shared {
             init: Mutex::new(None),
             initialized: AtomicBool::new(false),
             batches: AtomicBool::new(false),
+            lists: Mutex::new(HashMap::new()),
             replay: Mutex::new(None),
             replay_done: Condvar::new(),
             stop: Mutex::new(None),
@@ -273,6 +291,21 @@ fn queue_replay(shared: &Shared) {
         method: "initialize".to_owned(),
         params: Some(params),
     });
+    // Behind the handshake: the lists the client has seen, to tell it if they changed.
+    let seen: Vec<String> = lock(&shared.lists).keys().cloned().collect();
+    let at = if shared.initialized.load(Ordering::Acquire) {
+        1
+    } else {
+        0
+    };
+    for method in seen {
+        let relist = Message::Request(crate::message::Request {
+            id: RequestId::from(format!("{RELIST_PREFIX}{method}")),
+            method,
+            params: None,
+        });
+        queue.lines.insert(at, (relist.to_line(), false));
+    }
     queue.lines.push_front((init.to_line(), false));
     *lock(&shared.replay) = Some(id);
 }
@@ -470,7 +503,7 @@ fn read_lines(shared: &Shared, handle: &LoopHandle, stdout: impl Read) {
 
 fn route(shared: &Shared, handle: &LoopHandle, line: &[u8]) {
     match Message::from_slice(line) {
-        Ok(Message::Response(response)) => answer(shared, response),
+        Ok(Message::Response(response)) => answer(shared, handle, response),
         Ok(message) => {
             let _ = handle.send(message);
         }
@@ -490,7 +523,7 @@ fn route(shared: &Shared, handle: &LoopHandle, line: &[u8]) {
     }
 }
 
-fn answer(shared: &Shared, response: Response) {
+fn answer(shared: &Shared, handle: &LoopHandle, response: Response) {
     let name = &shared.config.name;
     let Some(id) = response.id.clone() else {
         diagnostics::line(&format!(
@@ -507,12 +540,21 @@ fn answer(shared: &Shared, response: Response) {
         }
         return;
     }
+    if let Some(method) = id.as_str().and_then(|s| s.strip_prefix(RELIST_PREFIX)) {
+        relisted(shared, handle, method, response.result.ok());
+        return;
+    }
     let Some(pending) = lock(&shared.pending).remove(&id) else {
         diagnostics::line(&format!(
             "{name}: an answer to no request in flight (id {id})"
         ));
         return;
     };
+    if pending.first_page {
+        if let Ok(result) = &response.result {
+            lock(&shared.lists).insert(pending.method.clone(), result.clone());
+        }
+    }
     if pending.method == "initialize" {
         let version = response
             .result
@@ -523,6 +565,26 @@ fn answer(shared: &Shared, response: Response) {
         shared.batches.store(batches, Ordering::Release);
     }
     pending.responder.respond(response.result);
+}
+
+/// A restarted server's answer to a list the client had seen: when it differs, the client is
+/// told the list changed (and the new one is remembered).
+fn relisted(shared: &Shared, handle: &LoopHandle, method: &str, result: Option<Value>) {
+    let Some(result) = result else { return };
+    let mut lists = lock(&shared.lists);
+    let changed = lists.get(method) != Some(&result);
+    lists.insert(method.to_owned(), result);
+    drop(lists);
+    if changed {
+        if let Some((_, notification)) = LISTS.iter().find(|(m, _)| *m == method) {
+            let _ = handle.notify(notification, None);
+        }
+    }
+}
+
+/// Whether `method` is a list whose first page the wrapper remembers.
+pub(super) fn is_remembered_list(method: &str) -> bool {
+    LISTS.iter().any(|(m, _)| *m == method)
 }
 
 /// The server's stderr, line by line, to ours under its name: read as fast as it comes, so the

@@ -81,10 +81,16 @@ impl Handler for Relay {
             .config
             .request_timeout
             .map(|t| Instant::now() + t);
+        let first_page = child::is_remembered_list(&request.method)
+            && request
+                .params
+                .as_ref()
+                .is_none_or(|p| p.get("cursor").is_none_or(Value::is_null));
         let pending = Pending {
             responder,
             method: request.method.clone(),
             deadline,
+            first_page,
         };
         self.shared
             .pending
