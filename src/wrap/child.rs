@@ -104,6 +104,9 @@ pub(super) struct Shared {
     /// The first page of each list the client was given, by list method: after a restart the
     /// server's lists are compared with these.
     lists: Mutex<HashMap<String, Value>>,
+    /// The capabilities the server declared to the client (its `initialize` answer): a list
+    /// change is announced only where it declared `listChanged`.
+    capabilities: Mutex<Value>,
     /// The id of a replayed `initialize` whose answer the writer waits for.
     replay: Mutex<Option<RequestId>>,
     replay_done: Condvar,
@@ -124,6 +127,7 @@ impl Shared {
             initialized: AtomicBool::new(false),
             batches: AtomicBool::new(false),
             lists: Mutex::new(HashMap::new()),
+            capabilities: Mutex::new(Value::Null),
             replay: Mutex::new(None),
             replay_done: Condvar::new(),
             stop: Mutex::new(None),
@@ -556,6 +560,9 @@ fn answer(shared: &Shared, handle: &LoopHandle, response: Response) {
         }
     }
     if pending.method == "initialize" {
+        if let Ok(result) = &response.result {
+            *lock(&shared.capabilities) = result["capabilities"].clone();
+        }
         let version = response
             .result
             .as_ref()
@@ -575,7 +582,10 @@ fn relisted(shared: &Shared, handle: &LoopHandle, method: &str, result: Option<V
     let changed = lists.get(method) != Some(&result);
     lists.insert(method.to_owned(), result);
     drop(lists);
-    if changed {
+    // Only where the server declared it may send the notice (capability discipline).
+    let kind = method.trim_end_matches("/list");
+    let declared = lock(&shared.capabilities)[kind]["listChanged"] == true;
+    if changed && declared {
         if let Some((_, notification)) = LISTS.iter().find(|(m, _)| *m == method) {
             let _ = handle.notify(notification, None);
         }
