@@ -32,7 +32,7 @@ fi
 
 # target:max_len. Inputs stay small so that each run is fast; the properties do not need more
 # (framing's line limit is at most 255 bytes, the loops' is 512).
-targets=(framing:4096 message:4096 server_loop:4096 server_loop_mcp:4096 server_session:4096 client_responses:4096)
+targets=(framing:4096 message:4096 server_loop:4096 server_loop_mcp:4096 server_session:4096 client_session:4096 client_responses:4096)
 
 # Labels the loop's reports of the targets' deliberate panics (fuzz/properties.rs) as expected.
 # A run makes hundreds: the first three are shown, the rest counted in one line at the end.
