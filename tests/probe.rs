@@ -90,7 +90,7 @@ fn detail_of<'a>(report: &'a Value, name: &str) -> &'a str {
 }
 
 /// The checks, in the order they run (`mcpipe probe --list`).
-const CHECK_NAMES: [&str; 19] = [
+const CHECK_NAMES: [&str; 20] = [
     "handshake",
     "stdout-clean",
     "init-burst",
@@ -107,6 +107,7 @@ const CHECK_NAMES: [&str; 19] = [
     "eof-exit",
     "sigterm-exit",
     "cancellation",
+    "tasks",
     "large-message",
     "latency",
     "throughput",
@@ -121,7 +122,9 @@ fn every_check_passes_against_a_well_behaved_server() {
         let (report, code, _) = probe_json("good_server.py", None);
         assert_eq!(report["failed"], 0, "{report:#}");
         assert_eq!(report["warned"], 0, "{report:#}");
-        assert_eq!(report["skipped"], 0, "{report:#}");
+        // It does not advertise tasks: that check does not apply.
+        assert_eq!(report["skipped"], 1, "{report:#}");
+        assert_eq!(status_of(&report, "tasks"), "SKIP");
         assert_eq!(code, 0);
         assert_eq!(report["checks"].as_array().unwrap().len(), CHECKS);
     });
@@ -336,6 +339,12 @@ fn every_check_passes_against_the_demo_without_warnings() {
         assert_eq!(report["failed"], 0, "{report:#}");
         assert_eq!(report["warned"], 0, "{report:#}");
         assert_eq!(report["skipped"], 0, "{report:#}");
+        // The demo advertises tasks: its `sleep` runs as one, and a second one is cancelled.
+        assert_eq!(status_of(&report, "tasks"), "PASS");
+        assert!(
+            detail_of(&report, "tasks").contains("cancelled"),
+            "{report:#}"
+        );
         assert!(output.status.success());
     });
 }

@@ -12,6 +12,7 @@ mod grading;
 mod report;
 mod survey;
 mod target;
+mod tasks;
 mod tools;
 mod wire;
 

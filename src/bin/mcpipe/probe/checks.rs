@@ -5,6 +5,7 @@
 use super::errors;
 use super::grading::{rules, Level, Outcome};
 use super::target::Target;
+use super::tasks;
 use super::tools;
 use super::wire;
 
@@ -149,6 +150,14 @@ pub(crate) const CHECKS: &[Check] = &[
         rule: rules::CANCEL,
         needs_handshake: true,
         run: tools::cancellation,
+    },
+    Check {
+        name: "tasks",
+        about: "when tasks are advertised: a read-only tool as a task (start, status, result), and a cancelled one",
+        level: Level::Must,
+        rule: rules::TASKS,
+        needs_handshake: true,
+        run: tasks::tasks,
     },
     Check {
         name: "large-message",

@@ -130,6 +130,8 @@ pub(crate) mod rules {
         "MCP basic/lifecycle (Shutdown, stdio): the server SHOULD exit when stdin closes";
     pub(crate) const SIGTERM: &str =
         "MCP basic/lifecycle (Shutdown, stdio): the client SHOULD send SIGTERM, then SIGKILL";
+    pub(crate) const TASKS: &str =
+        "MCP 2025-11-25 basic/utilities/tasks: an advertised task runs to a result, reports a known status, and can be cancelled";
     pub(crate) const CANCEL: &str =
         "MCP basic/utilities/cancellation: the receiver SHOULD stop and not respond";
     pub(crate) const LARGE: &str =
