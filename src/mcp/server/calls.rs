@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
-use super::{modern_result, ConcurrentToolFn, McpServer, Runner, ToolRunner};
+use super::{modern_result, McpServer, Runner, ToolRunner};
 use crate::diagnostics;
 use crate::handler::{catch_panic, Context};
 use crate::mcp::arguments::Arguments;
@@ -23,19 +23,7 @@ use crate::worker_pool::WorkerPool;
 /// The most values a `completion/complete` result may hold (the spec's limit).
 const MAX_COMPLETIONS: usize = 100;
 
-/// What a concurrent tool's call takes to its worker thread.
-struct WorkerCall {
-    /// The server's info, for a 2026-07-28 result (which carries it in `_meta`).
-    info: Option<Value>,
-    name: String,
-    scope: Scope,
-    binding: String,
-    token: Option<Value>,
-    rounds: Rounds,
-    arguments: Arguments,
-}
-
-/// What a concurrent resource read or prompt takes to its worker thread.
+/// What a concurrent tool, resource read or prompt takes to its worker thread.
 struct WorkerJob {
     /// The server's info, for a 2026-07-28 result.
     info: Option<Value>,
@@ -45,6 +33,26 @@ struct WorkerJob {
     binding: String,
     token: Option<Value>,
     rounds: Rounds,
+}
+
+/// The answer of a resource read or a prompt run on the worker pool, as the loop would give
+/// it: an `input_required` round or `-32021` under 2026-07-28 when the inputs say so, `-32603`
+/// for a panic.
+fn handler_answer(
+    outcome: Result<Result<Value, ErrorObject>, String>,
+    scope: &Scope,
+    rounds: &Rounds,
+    binding: &str,
+) -> Result<Value, ErrorObject> {
+    match outcome {
+        Ok(result) => round_outcome(scope, rounds, binding, result.is_err()).unwrap_or(result),
+        Err(panic) => {
+            diagnostics::line(&format!("mcpipe: a concurrent handler panicked: {panic}"));
+            Err(ErrorObject::internal(
+                "internal error: the handler panicked",
+            ))
+        }
+    }
 }
 
 /// A `prompts/get` result.
@@ -159,17 +167,17 @@ impl<S: 'static> McpServer<S> {
                     return self
                         .start_task(wanted, &name, run, arguments, rounds, scope, token, cx);
                 }
-                let arguments = Arguments::from_map(arguments);
-                let call = WorkerCall {
-                    info: scope.modern.then(|| self.info.clone()),
-                    name: name.to_owned(),
-                    scope: scope.clone(),
-                    binding,
-                    token,
-                    rounds,
-                    arguments,
-                };
-                self.start_on_worker(call, run, cx);
+                let mut arguments = Arguments::from_map(arguments);
+                let name = name.to_owned();
+                let job = self.worker_job(scope, binding, token, rounds, None);
+                self.start_job(
+                    job,
+                    cx,
+                    move |mcx| run(&mut arguments, mcx),
+                    move |outcome, scope, rounds, binding| {
+                        tool_answer(&name, scope, rounds, binding, outcome)
+                    },
+                );
                 return Ok(Value::Null);
             }
             ToolRunner::OnLoop(run) => run,
@@ -186,47 +194,6 @@ impl<S: 'static> McpServer<S> {
             Some(wanted) => self.task_of_answer(wanted, answer, scope),
             None => answer,
         }
-    }
-
-    /// Hands a concurrent tool's call to the worker pool, with the request's responder.
-    fn start_on_worker(&mut self, call: WorkerCall, run: ConcurrentToolFn, cx: &mut Context<'_>) {
-        let Some(responder) = cx.responder() else {
-            // Not reachable for a request (the answer was not taken before); answer on the loop
-            // rather than lose the call if it ever is.
-            diagnostics::line("mcpipe: a concurrent tool call had no responder");
-            return;
-        };
-        let stats = cx.stats().clone();
-        let pool = self
-            .pool
-            .get_or_insert_with(|| WorkerPool::new(self.workers));
-        pool.submit(Box::new(move || {
-            let WorkerCall {
-                info,
-                name,
-                scope,
-                binding,
-                token,
-                rounds,
-                mut arguments,
-            } = call;
-            let mut mcx = McpContext::on_worker(responder, stats, &scope, token, rounds);
-            let outcome = catch_panic(|| run(&mut arguments, &mut mcx));
-            // Always a worker's context: it was made so two lines up.
-            let Some((rounds, changes, responder)) = mcx.into_worker_parts() else {
-                return;
-            };
-            if !changes.is_empty() {
-                // Delivered by the loop (it owns the subscriptions) before the answer.
-                let _ = responder.post(Box::new(Announced(changes)));
-            }
-            let mut answer = tool_answer(&name, &scope, &rounds, &binding, outcome);
-            if let (Ok(result), Some(info)) = (&mut answer, &info) {
-                // What `handle_modern` does for a call answered on the loop.
-                modern_result(result, info, None);
-            }
-            responder.respond(answer);
-        }));
     }
 
     pub(super) fn read_resource(
@@ -268,7 +235,7 @@ impl<S: 'static> McpServer<S> {
                 let (uri, modern) = (uri.to_owned(), scope.modern);
                 let cache = Some((self.cache_ttl_ms, self.cache_public));
                 let job = self.worker_job(scope, binding, progress_token(params), rounds, cache);
-                self.start_job(job, cx, move |mcx| {
+                let work = move |mcx: &mut McpContext<'_>| {
                     let contents = read(&uri, &vars, mcx).map_err(|e| {
                         // 2026-07-28: a missing resource is invalid params, never -32002.
                         if modern && e.code == RESOURCE_NOT_FOUND {
@@ -286,7 +253,8 @@ impl<S: 'static> McpServer<S> {
                     let contents: Vec<Value> =
                         contents.iter().map(ResourceContents::to_value).collect();
                     Ok(json!({ "contents": contents }))
-                });
+                };
+                self.start_job(job, cx, work, handler_answer);
                 return Ok(Value::Null);
             }
             Runner::OnLoop(read) => read,
@@ -355,10 +323,11 @@ impl<S: 'static> McpServer<S> {
             Runner::Concurrent(get) => {
                 let get = Arc::clone(get);
                 let job = self.worker_job(scope, binding, progress_token(params), rounds, None);
-                self.start_job(job, cx, move |mcx| {
+                let work = move |mcx: &mut McpContext<'_>| {
                     let messages = get(&arguments, mcx)?;
                     Ok(prompt_result(description, &messages))
-                });
+                };
+                self.start_job(job, cx, work, handler_answer);
                 return Ok(Value::Null);
             }
             Runner::OnLoop(get) => get,
@@ -393,17 +362,21 @@ impl<S: 'static> McpServer<S> {
         }
     }
 
-    /// Runs `work` on the worker pool with the request's responder, then answers as the loop
-    /// would have: an `input_required` round or `-32021` under 2026-07-28 when the inputs say
-    /// so, `-32603` for a panic, the 2026-07-28 result fields; announced changes are posted
-    /// to the loop first.
-    fn start_job(
+    /// Runs `work` on the worker pool with the request's responder, then answers what
+    /// `finish` makes of its outcome (`Err`: it panicked), completed with the 2026-07-28 result
+    /// fields when the request had them; changes the work announced are posted to the loop
+    /// first (it owns the subscriptions), so they are delivered before the answer.
+    fn start_job<R: 'static>(
         &mut self,
         job: WorkerJob,
         cx: &mut Context<'_>,
-        work: impl FnOnce(&mut McpContext<'_>) -> Result<Value, ErrorObject> + Send + 'static,
+        work: impl FnOnce(&mut McpContext<'_>) -> R + Send + 'static,
+        finish: impl FnOnce(Result<R, String>, &Scope, &Rounds, &str) -> Result<Value, ErrorObject>
+            + Send
+            + 'static,
     ) {
         let Some(responder) = cx.responder() else {
+            // Not reachable for a request (the answer was not taken before).
             diagnostics::line("mcpipe: a concurrent call had no responder");
             return;
         };
@@ -429,18 +402,9 @@ impl<S: 'static> McpServer<S> {
             if !changes.is_empty() {
                 let _ = responder.post(Box::new(Announced(changes)));
             }
-            let mut answer = match outcome {
-                Ok(result) => {
-                    round_outcome(&scope, &rounds, &binding, result.is_err()).unwrap_or(result)
-                }
-                Err(panic) => {
-                    diagnostics::line(&format!("mcpipe: a concurrent handler panicked: {panic}"));
-                    Err(ErrorObject::internal(
-                        "internal error: the handler panicked".to_owned(),
-                    ))
-                }
-            };
+            let mut answer = finish(outcome, &scope, &rounds, &binding);
             if let (Ok(result), Some(info)) = (&mut answer, &info) {
+                // What `handle_modern` does for a call answered on the loop.
                 modern_result(result, info, cache);
             }
             responder.respond(answer);
