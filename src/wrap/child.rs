@@ -487,7 +487,17 @@ fn wait_until_taken(stdin: &ChildStdin, alive: &AtomicBool) {
 /// The server's stdout, line by line: answers go to the requests' responders, requests and
 /// notifications to the client unchanged, anything that is not JSON-RPC to stderr.
 fn read_lines(shared: &Shared, handle: &LoopHandle, stdout: impl Read) {
-    let mut reader = BufReader::with_capacity(1 << 16, stdout);
+    for_each_line(stdout, |line| {
+        if !line.iter().all(u8::is_ascii_whitespace) {
+            route(shared, handle, line);
+        }
+    });
+}
+
+/// Calls `f` with each line `input` gives (without its line ending) until end of file or an
+/// error. A blocking read: the caller is a thread of its own for this one pipe.
+fn for_each_line(input: impl Read, mut f: impl FnMut(&[u8])) {
+    let mut reader = BufReader::with_capacity(1 << 16, input);
     let mut line = Vec::new();
     loop {
         line.clear();
@@ -498,10 +508,7 @@ fn read_lines(shared: &Shared, handle: &LoopHandle, stdout: impl Read) {
         while matches!(line.last(), Some(b'\n' | b'\r')) {
             line.pop();
         }
-        if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        route(shared, handle, &line);
+        f(&line);
     }
 }
 
@@ -601,19 +608,9 @@ pub(super) fn is_remembered_list(method: &str) -> bool {
 /// server never blocks on it, and written without blocking (dropped and counted if ours is
 /// full).
 fn forward_stderr(name: &str, stderr: &mut impl Read) {
-    let mut reader = BufReader::new(stderr);
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        match reader.read_until(b'\n', &mut line) {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {}
-        }
-        while matches!(line.last(), Some(b'\n' | b'\r')) {
-            line.pop();
-        }
-        diagnostics::line(&format!("{name}: {}", String::from_utf8_lossy(&line)));
-    }
+    for_each_line(stderr, |line| {
+        diagnostics::line(&format!("{name}: {}", String::from_utf8_lossy(line)));
+    });
 }
 
 /// Ends every process still below this one (the wrapper is a subreaper on Linux, so orphans
