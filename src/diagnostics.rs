@@ -12,6 +12,7 @@
 use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -178,19 +179,35 @@ pub(crate) fn line(text: &str) {
     let mut sink = sink();
     sink.push(text);
     sink.flush();
+    publish(&sink);
 }
 
-/// Writes queued stderr text as far as stderr takes it now.
+/// Writes queued stderr text as far as stderr takes it now. Cheap when there is nothing to
+/// write (one atomic load, no lock): the loop calls it on every pass.
 pub(crate) fn flush() {
-    let mut sink = sink();
-    if !sink.pending.is_empty() || sink.dropped > sink.dropped_told {
-        sink.flush();
+    if !UNWRITTEN.load(Ordering::Acquire) {
+        return;
     }
+    let mut sink = sink();
+    sink.flush();
+    publish(&sink);
 }
 
-/// How many stderr lines were dropped in this process so far.
+/// How many stderr lines were dropped in this process so far (no lock).
 pub(crate) fn dropped() -> u64 {
-    sink().dropped
+    DROPPED.load(Ordering::Relaxed)
+}
+
+/// Whether the sink holds text (or a drop notice) not yet written; read without the lock.
+static UNWRITTEN: AtomicBool = AtomicBool::new(false);
+/// `Sink::dropped`, readable without the lock.
+static DROPPED: AtomicU64 = AtomicU64::new(0);
+
+/// Makes the sink's state readable without its lock; called with the lock held.
+fn publish(sink: &Sink) {
+    let unwritten = !sink.pending.is_empty() || sink.dropped > sink.dropped_told;
+    UNWRITTEN.store(unwritten, Ordering::Release);
+    DROPPED.store(sink.dropped, Ordering::Relaxed);
 }
 
 /// Describes bad input on stderr through the sink, without flooding it.
