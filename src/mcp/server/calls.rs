@@ -55,6 +55,42 @@ fn handler_answer(
     }
 }
 
+/// The `name` of a `tools/call` or `prompts/get`.
+fn call_name<'p>(params: &'p Map<String, Value>, method: &str) -> Result<&'p str, ErrorObject> {
+    params.get("name").and_then(Value::as_str).ok_or_else(|| {
+        ErrorObject::invalid_params(format!("invalid params: {method} needs a string \"name\""))
+    })
+}
+
+/// The `arguments` of a `tools/call` or `prompts/get`, taken out of the params: an object,
+/// or none.
+fn arguments_object(
+    arguments: Option<Value>,
+    method: &str,
+) -> Result<Map<String, Value>, ErrorObject> {
+    match arguments {
+        None | Some(Value::Null) => Ok(Map::new()),
+        Some(Value::Object(map)) => Ok(map),
+        Some(_) => Err(ErrorObject::invalid_params(format!(
+            "invalid params: {method} \"arguments\" must be an object"
+        ))),
+    }
+}
+
+/// A `resources/read` result; under 2026-07-28 an empty `contents` is "not found", never an
+/// empty result.
+fn read_result(
+    uri: &str,
+    contents: &[ResourceContents],
+    modern: bool,
+) -> Result<Value, ErrorObject> {
+    if contents.is_empty() && modern {
+        return Err(Resource::not_found(uri));
+    }
+    let contents: Vec<Value> = contents.iter().map(ResourceContents::to_value).collect();
+    Ok(json!({ "contents": contents }))
+}
+
 /// A `prompts/get` result.
 fn prompt_result(description: Option<Value>, messages: &[PromptMessage]) -> Value {
     let mut result = Map::new();
@@ -131,21 +167,10 @@ impl<S: 'static> McpServer<S> {
         scope: &Scope,
         cx: &mut Context<'_>,
     ) -> Result<Value, ErrorObject> {
+        // The arguments are moved out of `params` (the request's own), never copied.
         let arguments = params.remove("arguments");
-        let Some(name) = params.get("name").and_then(Value::as_str) else {
-            return Err(ErrorObject::invalid_params(
-                "invalid params: tools/call needs a string \"name\"",
-            ));
-        };
-        let arguments = match arguments {
-            None | Some(Value::Null) => Map::new(),
-            Some(Value::Object(map)) => map,
-            Some(_) => {
-                return Err(ErrorObject::invalid_params(
-                    "invalid params: tools/call \"arguments\" must be an object",
-                ))
-            }
-        };
+        let name = call_name(params, "tools/call")?;
+        let arguments = arguments_object(arguments, "tools/call")?;
         let Some((tool, run)) = self.tools.iter_mut().find(|(t, _)| t.name() == name) else {
             return Err(ErrorObject::invalid_params(format!("unknown tool: {name}"))
                 .with_data(json!({ "name": name })));
@@ -247,12 +272,7 @@ impl<S: 'static> McpServer<S> {
                             e
                         }
                     })?;
-                    if contents.is_empty() && modern {
-                        return Err(Resource::not_found(&uri));
-                    }
-                    let contents: Vec<Value> =
-                        contents.iter().map(ResourceContents::to_value).collect();
-                    Ok(json!({ "contents": contents }))
+                    read_result(&uri, &contents, modern)
                 };
                 self.start_job(job, cx, work, handler_answer);
                 return Ok(Value::Null);
@@ -266,14 +286,7 @@ impl<S: 'static> McpServer<S> {
         if let Some(answer) = round_outcome(scope, &rounds, &binding, outcome.is_err()) {
             return answer;
         }
-        let contents = outcome?;
-        if contents.is_empty() && scope.modern {
-            // 2026-07-28: never an empty `contents` for a resource that is not there.
-            return Err(Resource::not_found(uri));
-        }
-        Ok(
-            json!({ "contents": contents.iter().map(ResourceContents::to_value).collect::<Vec<_>>() }),
-        )
+        read_result(uri, &outcome?, scope.modern)
     }
 
     pub(super) fn get_prompt(
@@ -282,26 +295,15 @@ impl<S: 'static> McpServer<S> {
         scope: &Scope,
         cx: &mut Context<'_>,
     ) -> Result<Value, ErrorObject> {
+        // The arguments are moved out of `params` (the request's own), never copied.
         let arguments = params.remove("arguments");
-        let Some(name) = params.get("name").and_then(Value::as_str) else {
-            return Err(ErrorObject::invalid_params(
-                "invalid params: prompts/get needs a string \"name\"",
-            ));
-        };
+        let name = call_name(params, "prompts/get")?;
+        let arguments = arguments_object(arguments, "prompts/get")?;
         let Some((prompt, get)) = self.prompts.iter_mut().find(|(p, _)| p.name() == name) else {
             return Err(
                 ErrorObject::invalid_params(format!("unknown prompt: {name}"))
                     .with_data(json!({ "name": name })),
             );
-        };
-        let arguments = match arguments {
-            None | Some(Value::Null) => Map::new(),
-            Some(Value::Object(map)) => map,
-            Some(_) => {
-                return Err(ErrorObject::invalid_params(
-                    "invalid params: prompts/get \"arguments\" must be an object",
-                ))
-            }
         };
         if let Some(missing) = prompt
             .required_arguments()
