@@ -270,8 +270,26 @@ fn in_process_server(
     })
 }
 
-/// Worker-pool threads of this test process (named `mcpipe-worker-N`), from /proc. (Only this
-/// test runs a pool in this process: the others drive `mcpipe demo` processes.)
+/// The in-process server of [`in_process_server`] on fresh pipes: our end of its input, its
+/// output lines, and its thread.
+fn in_process_pipes() -> (
+    std::io::PipeWriter,
+    std::sync::mpsc::Receiver<Vec<u8>>,
+    std::thread::JoinHandle<()>,
+) {
+    let (in_r, in_w) = std::io::pipe().unwrap();
+    let (out_r, out_w) = std::io::pipe().unwrap();
+    let server = in_process_server(in_r, out_w);
+    (in_w, util::line_channel(out_r), server)
+}
+
+/// The tests that run a worker pool in this process take turns: the pool check counts this
+/// process's worker threads, which another test's pool would add to.
+static POOL_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Worker-pool threads of this test process (named `mcpipe-worker-N`), from /proc. (The tests
+/// that run a pool in this process hold [`POOL_TESTS`]; the others drive `mcpipe demo`
+/// processes.)
 fn worker_threads() -> usize {
     std::fs::read_dir("/proc/self/task")
         .unwrap()
@@ -287,10 +305,8 @@ fn worker_threads() -> usize {
 fn a_panicking_concurrent_tool_is_an_error_result_and_the_pool_goes_on_and_ends_with_the_server() {
     use std::io::Write;
     let _w = watchdog("worker_panic", Duration::from_secs(60));
-    let (in_r, mut in_w) = std::io::pipe().unwrap();
-    let (out_r, out_w) = std::io::pipe().unwrap();
-    let server = in_process_server(in_r, out_w);
-    let lines = util::line_channel(out_r);
+    let _only_pool = POOL_TESTS.lock().unwrap_or_else(|p| p.into_inner());
+    let (mut in_w, lines, server) = in_process_pipes();
     let mut send = |v: serde_json::Value| {
         in_w.write_all(format!("{v}\n").as_bytes()).unwrap();
     };
@@ -337,10 +353,8 @@ fn a_panicking_concurrent_tool_is_an_error_result_and_the_pool_goes_on_and_ends_
 fn concurrent_resources_and_prompts_run_on_the_pool_in_both_eras() {
     use std::io::Write;
     let _w = watchdog("concurrent_reads", Duration::from_secs(60));
-    let (in_r, mut in_w) = std::io::pipe().unwrap();
-    let (out_r, out_w) = std::io::pipe().unwrap();
-    let server = in_process_server(in_r, out_w);
-    let lines = util::line_channel(out_r);
+    let _only_pool = POOL_TESTS.lock().unwrap_or_else(|p| p.into_inner());
+    let (mut in_w, lines, server) = in_process_pipes();
     let mut send = |v: serde_json::Value| {
         in_w.write_all(format!("{v}\n").as_bytes()).unwrap();
     };
