@@ -695,7 +695,13 @@ pub(crate) fn server_loop_mcp(stream: &[u8]) {
     if has_batch {
         return;
     }
-    for id in &requests {
+    check_answer_counts(&requests, &answered, &cancelled);
+}
+
+/// Every request id is answered as often as it was sent, or at most that often when a
+/// cancellation in the stream named it.
+pub(crate) fn check_answer_counts(requests: &[Value], answered: &[Value], cancelled: &[Value]) {
+    for id in requests {
         let sent = requests.iter().filter(|r| *r == id).count();
         let got = answered.iter().filter(|a| *a == id).count();
         if cancelled.contains(id) {
@@ -704,7 +710,7 @@ pub(crate) fn server_loop_mcp(stream: &[u8]) {
                 "id {id} answered {got} times for {sent} requests"
             );
         } else {
-            assert_eq!(got, sent, "id {id}: {sent} requests, {got} responses");
+            assert_eq!(got, sent, "id {id}: {sent} requests, {got} answers");
         }
     }
 }

@@ -5,7 +5,7 @@
 use mcpipe::internals;
 use serde_json::Value;
 
-use super::{expect, reference_split, Expect};
+use super::{check_answer_counts, expect, reference_split, Expect};
 
 /// `server_session`: the first byte sets the message limit (64 + 4 × byte), the next two the
 /// piece sizes the stream is handed over in (1..=256), the rest is the stream; the session is
@@ -73,18 +73,8 @@ pub(crate) fn server_session(data: &[u8]) {
         }
         answered.push(id);
     }
-    for (id, _, _) in &requests {
-        let sent = requests.iter().filter(|(r, _, _)| r == id).count();
-        let got = answered.iter().filter(|a| *a == id).count();
-        if cancelled.contains(id) {
-            assert!(
-                got <= sent,
-                "id {id} answered {got} times for {sent} requests"
-            );
-        } else {
-            assert_eq!(got, sent, "id {id}: {sent} requests, {got} answers");
-        }
-    }
+    let ids: Vec<Value> = requests.iter().map(|(id, _, _)| id.clone()).collect();
+    check_answer_counts(&ids, &answered, &cancelled);
 }
 
 /// The scripted handler's answer to one request (`None`: an invalid request).
