@@ -246,23 +246,28 @@ mod tests {
         false
     }
 
+    /// Runs `script` under `sh -c`; it prints the pid of a process it started, which is read.
+    fn spawn_printing_pid(script: &str) -> (std::process::Child, u32) {
+        let mut parent = Command::new("sh")
+            .args(["-c", script])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(parent.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        (parent, line.trim().parse().unwrap())
+    }
+
     #[test]
     fn a_grandchild_in_its_own_session_is_tracked_and_killed() {
         bounded(|| {
             // sh starts a `setsid` sleep, prints its pid, and waits: a grandchild of this test
             // that left the group and the session of its parent.
-            let mut parent = Command::new("sh")
-                .args(["-c", "setsid sleep 30 & echo $!; wait"])
-                .stdout(Stdio::piped())
-                .spawn()
-                .unwrap();
-            let mut line = String::new();
-            std::io::BufRead::read_line(
-                &mut std::io::BufReader::new(parent.stdout.take().unwrap()),
-                &mut line,
-            )
-            .unwrap();
-            let grandchild: u32 = line.trim().parse().unwrap();
+            let (mut parent, grandchild) = spawn_printing_pid("setsid sleep 30 & echo $!; wait");
             let mut tree = ProcessTree::new(parent.id());
             // setsid may fork once more (when it leads a group already): the sleep is a
             // descendant either way.
@@ -288,18 +293,8 @@ mod tests {
         bounded(|| {
             // The middle process exits; its child (reparented to init) is still in the tree
             // because it was seen while the link existed.
-            let mut parent = Command::new("sh")
-                .args(["-c", "sh -c 'sleep 30 & echo $!; sleep 0.3' ; wait"])
-                .stdout(Stdio::piped())
-                .spawn()
-                .unwrap();
-            let mut line = String::new();
-            std::io::BufRead::read_line(
-                &mut std::io::BufReader::new(parent.stdout.take().unwrap()),
-                &mut line,
-            )
-            .unwrap();
-            let orphan: u32 = line.trim().parse().unwrap();
+            let (mut parent, orphan) =
+                spawn_printing_pid("sh -c 'sleep 30 & echo $!; sleep 0.3' ; wait");
             let mut tree = ProcessTree::new(parent.id());
             tree.scan();
             assert!(tree.known.iter().any(|t| t.pid == orphan), "{tree:?}");
