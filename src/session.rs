@@ -223,7 +223,8 @@ impl Session {
             self.stats.cancelled += 1;
             return Start::Dropped;
         }
-        if self.owed.contains_key(&request.id) {
+        // (The emptiness test spares the hash on the common path: nothing answered later.)
+        if !self.owed.is_empty() && self.owed.contains_key(&request.id) {
             self.stats.bad_messages += 1;
             let error = ErrorObject::new(
                 ErrorCode::INVALID_REQUEST,
@@ -422,6 +423,9 @@ impl Session {
 
     /// Hands a response to the thread that sent the request, if one did; `Err` gives it back.
     pub(crate) fn route_response(&mut self, response: Response) -> Option<Response> {
+        if self.outbound.is_empty() {
+            return Some(response);
+        }
         let Some(reply) = response.id.as_ref().and_then(|id| self.outbound.remove(id)) else {
             return Some(response);
         };
