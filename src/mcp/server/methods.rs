@@ -166,9 +166,10 @@ impl<S: 'static> McpServer<S> {
             log_level: envelope.log_level,
         };
         let mut result = self.serve_method(id, method, params, &scope, cx)?;
-        // A concurrent tool's answer (ignored here: `Null`) is completed on its worker, and an
-        // open stream's acknowledgement is not a result.
-        if method != "subscriptions/listen" && !result.is_null() {
+        // An open stream's acknowledgement is not a result. (The `Null` of a call answered on a
+        // worker is left as it is: `modern_result` completes objects only, and the worker
+        // completes its own answer.)
+        if method != "subscriptions/listen" {
             let cache = cacheable(method).then_some((self.cache_ttl_ms, self.cache_public));
             modern_result(&mut result, &self.info, cache);
         }
