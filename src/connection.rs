@@ -3,11 +3,12 @@
 //! that wait on the loop's thread (sleep, call, run a command) wait through it.
 
 use std::io::{self, Read};
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, BorrowedFd, RawFd};
 use std::sync::atomic::AtomicI64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 
 use crate::child::{self, Waiter};
@@ -15,7 +16,7 @@ use crate::diagnostics;
 use crate::endpoint::Endpoint;
 use crate::error::Error;
 use crate::message::Message;
-use crate::responder::{self, Inbox, Outbox};
+use crate::responder::{self, Event, Inbox, Outbox};
 use crate::session::{Limits, Session};
 use crate::sys::{NonBlockingGuard, SignalSubscription, SigpipeIgnored};
 
@@ -27,6 +28,9 @@ const CHILD_OUT: Token = Token(3);
 const CHILD_ERR: Token = Token(4);
 /// Another thread put an event on the channel ([`crate::Responder`] and friends).
 const WAKER: Token = Token(5);
+/// Tokens from here up are fds a handler asked the loop to watch ([`Connection::watch`]):
+/// the token is this plus the handler's key.
+const WATCHED: usize = 16;
 
 /// The shortest time between two peeks at the input by [`Connection::peek`]: a handler that
 /// checks for cancellation in a tight loop costs at most a couple of syscalls per millisecond.
@@ -97,6 +101,10 @@ pub(crate) struct Connection {
     outbox: Outbox,
     /// When a handler last peeked at the input (see `PEEK_INTERVAL`).
     last_peek: Option<Instant>,
+    /// Keys of watched fds that became readable, not yet handed to the handler.
+    ready_watches: Vec<usize>,
+    /// How many fds a handler watches.
+    watching: usize,
     /// The protocol state: everything that is not about fds.
     pub(crate) session: Session,
 }
@@ -155,6 +163,8 @@ impl Connection {
             inbox,
             outbox,
             last_peek: None,
+            ready_watches: Vec::new(),
+            watching: 0,
             session,
         })
     }
@@ -209,6 +219,12 @@ impl Connection {
             self.flush_if_large();
         }
         self.session.stats.stderr_lines_dropped = diagnostics::dropped();
+    }
+
+    /// Takes one event made on the loop's own thread, without the channel and its wake-up.
+    pub(crate) fn take_event_here(&mut self, event: Event) {
+        self.session.take_event(event);
+        self.flush_if_large();
     }
 
     /// A cheap, non-blocking look at the input for a handler at work: at most once per
@@ -341,6 +357,9 @@ impl Connection {
                     }
                 }
                 SIGNALS => drain_signals = true,
+                Token(t) if t >= WATCHED && !self.ready_watches.contains(&(t - WATCHED)) => {
+                    self.ready_watches.push(t - WATCHED);
+                }
                 // Events are taken by the loop on its next pass (`take_events`).
                 _ => {}
             }
@@ -349,6 +368,46 @@ impl Connection {
             self.drain_signal_pipe();
         }
         Ok(())
+    }
+
+    /// Has the poller report `fd` readable under `key` (edge-triggered: whoever handles it
+    /// reads until `WouldBlock`). Reported once now as well, in case input is already there.
+    pub(crate) fn watch(&mut self, fd: RawFd, key: usize) -> io::Result<()> {
+        let token = key
+            .checked_add(WATCHED)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "watch key too large"))?;
+        self.poll
+            .registry()
+            .register(&mut SourceFd(&fd), Token(token), Interest::READABLE)?;
+        self.watching += 1;
+        if !self.ready_watches.contains(&key) {
+            self.ready_watches.push(key);
+        }
+        Ok(())
+    }
+
+    /// Stops watching `fd` (registered with [`Connection::watch`] under `key`).
+    pub(crate) fn unwatch(&mut self, fd: RawFd, key: usize) {
+        if self.poll.registry().deregister(&mut SourceFd(&fd)).is_ok() {
+            self.watching = self.watching.saturating_sub(1);
+        }
+        self.ready_watches.retain(|k| *k != key);
+    }
+
+    /// Whether a handler watches fds of its own: then the loop looks at them once per pass even
+    /// while input keeps it from sleeping (a relay's upstream answers must not wait for the
+    /// client to pause).
+    pub(crate) fn watches(&self) -> bool {
+        self.watching > 0
+    }
+
+    /// The next watched fd that became readable.
+    pub(crate) fn next_ready_watch(&mut self) -> Option<usize> {
+        if self.ready_watches.is_empty() {
+            None
+        } else {
+            Some(self.ready_watches.remove(0))
+        }
     }
 
     /// Sleeps until the output is writable, a signal arrives, the peer is gone, or `limit`

@@ -2,6 +2,7 @@
 
 use std::any::Any;
 use std::cell::{Cell, RefCell};
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::panic::{self, AssertUnwindSafe};
 use std::process::Command;
 use std::sync::Once;
@@ -53,6 +54,13 @@ pub trait Handler {
     /// responder arrive in order, and before its answer is written.
     fn handle_post(&mut self, data: Box<dyn Any + Send>, cx: &mut Context<'_>) {
         let _ = (data, cx);
+    }
+
+    /// Told, on the loop's thread, that an fd watched with [`Context::watch`] under `key` may
+    /// have input. The watch is edge-triggered: read until the read would block, or it is not
+    /// reported again.
+    fn handle_readable(&mut self, key: usize, cx: &mut Context<'_>) {
+        let _ = (key, cx);
     }
 
     /// Told, on the loop's thread, that the peer cancelled `request`, whose answer a
@@ -384,6 +392,34 @@ impl<'a> Context<'a> {
     /// [`LoopHandle`]).
     pub fn loop_handle(&self) -> LoopHandle {
         LoopHandle::new(self.conn.outbox().clone())
+    }
+
+    /// Answers with `responder` from the loop's own thread: the same as
+    /// [`Responder::respond`], without the hop through the loop's event channel (for a
+    /// handler that got the answer on this thread, e.g. from a watched fd).
+    pub fn respond(&mut self, responder: Responder, result: Result<Value, ErrorObject>) {
+        let id = responder.into_answered();
+        self.conn
+            .take_event_here(crate::responder::Event::Answer { id, result });
+    }
+
+    /// Has the loop watch `fd` for input alongside its own, and call
+    /// [`Handler::handle_readable`] with `key` whenever it may have some (once right away, too),
+    /// so that one thread serves both: a relay reads its upstream's answers without a thread
+    /// of its own. Stop with [`Context::unwatch`] before closing `fd`.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the poller refuses the fd (one that cannot be polled, such as a
+    /// regular file, or one already watched).
+    pub fn watch(&mut self, fd: BorrowedFd<'_>, key: usize) -> Result<(), Error> {
+        self.conn
+            .watch(fd.as_raw_fd(), key)
+            .map_err(|e| Error::io("watching an fd", e))
+    }
+
+    /// Stops watching `fd`, which was watched under `key`.
+    pub fn unwatch(&mut self, fd: BorrowedFd<'_>, key: usize) {
+        self.conn.unwatch(fd.as_raw_fd(), key);
     }
 
     /// The loop sends no response when the handler of this request returns (whatever it

@@ -384,6 +384,12 @@ impl Responder {
         });
     }
 
+    /// Marks the answer given (by the caller, on the loop's thread) and returns the id.
+    pub(crate) fn into_answered(mut self) -> RequestId {
+        self.answered = true;
+        self.id.clone()
+    }
+
     /// Whether the request was cancelled (by the peer, a shutdown, or the peer going away).
     pub fn is_cancelled(&self) -> bool {
         self.cancel.is_cancelled()

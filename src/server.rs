@@ -28,6 +28,10 @@ const LAG_WAIT: Duration = Duration::from_millis(1);
 /// the loop answers for it (with an error) and ends. Keeps a signal's exit within a second.
 const CANCEL_GRACE: Duration = Duration::from_millis(500);
 
+/// In a long burst of input, how many messages apart the loop looks at a handler's watched
+/// fds (a zero-timeout poll).
+const WATCH_EVERY: usize = 32;
+
 /// The longest single sleep while waiting for owed answers at shutdown (answers wake it at once;
 /// this only bounds how late a deadline is noticed).
 const SHUTDOWN_TICK: Duration = Duration::from_millis(50);
@@ -222,6 +226,9 @@ impl Server {
         let mut idle_fired = false;
         conn.session.cancel_method = handler.cancel_method().map(str::to_owned);
         loop {
+            if conn.watches() {
+                conn.wait(Some(Duration::ZERO))?;
+            }
             take_events(conn, handler);
             if let Some(signo) = conn.session.signal {
                 return Ok(self.shut_down(conn, handler, Outcome::Signal(signo)));
@@ -238,6 +245,7 @@ impl Server {
             let mut stopped_by_backpressure = false;
             let mut saturated = false;
             let mut handled = false;
+            let mut burst = 0usize;
             loop {
                 if conn.output_full() {
                     stopped_by_backpressure = true;
@@ -255,6 +263,12 @@ impl Server {
                 };
                 self.dispatch(conn, handler, parsed);
                 handled = true;
+                burst += 1;
+                // A handler's watched fds are looked at every few messages of a long burst:
+                // a relay's upstream must not fill its pipe and stall while we read ours.
+                if conn.watches() && burst.is_multiple_of(WATCH_EVERY) {
+                    conn.wait(Some(Duration::ZERO))?;
+                }
                 // Answers from other threads flow while a burst is being handled.
                 take_events(conn, handler);
                 // A signal that arrived while a handler waited ends the loop now, before the
@@ -445,6 +459,15 @@ impl Server {
 /// Takes the events other threads sent and hands the handler what they posted.
 fn take_events(conn: &mut Connection, handler: &mut dyn Handler) {
     conn.take_events();
+    while let Some(key) = conn.next_ready_watch() {
+        let result = catch_panic(|| handler.handle_readable(key, &mut Context::new(conn, None)));
+        if let Err(panic) = result {
+            conn.session.stats.handler_panics += 1;
+            diagnostics::line(&format!(
+                "mcpipe: the handler panicked on a readable fd: {panic}"
+            ));
+        }
+    }
     while let Some(id) = conn.session.cancelled_owed.pop_front() {
         let result = catch_panic(|| handler.handle_cancelled(id, &mut Context::new(conn, None)));
         if let Err(panic) = result {

@@ -299,3 +299,83 @@ fn after_a_restart_with_the_same_lists_the_client_is_told_nothing() {
     assert!(before.is_empty(), "unexpected messages: {before:?}");
     let _ = std::fs::remove_file(&pids);
 }
+
+/// `n` requests in one write, ids from `first`.
+fn requests(p: &mut Proc, first: i64, n: i64) {
+    let mut bytes = String::new();
+    for id in first..first + n {
+        bytes.push_str(&json!({"jsonrpc":"2.0","id":id,"method":"tools/list"}).to_string());
+        bytes.push('\n');
+    }
+    p.write_raw(bytes.as_bytes());
+}
+
+#[test]
+fn a_server_that_holds_a_probed_request_stays_paced_and_every_request_is_answered() {
+    // Three requests in one write after the handshake: the first goes straight in, the next
+    // two become the probe (one write), the over-reading server answers one and sleeps with
+    // the other in its buffer; the probe times out, a ping frees it, and from then on it is
+    // paced. Without that ping the third answer waits for the server's 60 s poll.
+    let _w = watchdog("wrap_probe_fails", Duration::from_secs(60));
+    let mut p = wrapped(&[], "overread", None);
+    burst(&mut p);
+    p.result(0);
+    p.result(1);
+    let started = Instant::now();
+    requests(&mut p, 2, 3);
+    for id in 2..5 {
+        assert!(p.result(id)["tools"].is_array());
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    // Paced for good: later bursts are answered at once too.
+    let started = Instant::now();
+    requests(&mut p, 5, 6);
+    for id in 5..11 {
+        assert!(p.result(id)["tools"].is_array());
+    }
+    assert!(started.elapsed() < Duration::from_secs(5));
+    p.close_stdin();
+    assert_eq!(p.wait_exit(), Some(0));
+    let stderr = p.stderr.lock().unwrap().clone();
+    assert!(!stderr.contains("in batches"), "{stderr}");
+}
+
+#[test]
+fn a_server_that_answers_lines_that_arrive_together_gets_them_in_batches() {
+    let _w = watchdog("wrap_probe_passes", Duration::from_secs(60));
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcpipe"));
+    cmd.args([
+        "wrap",
+        "--name",
+        "demo",
+        "--",
+        env!("CARGO_BIN_EXE_mcpipe"),
+        "demo",
+    ]);
+    let mut p = Proc::spawn(cmd);
+    burst(&mut p);
+    p.result(0);
+    p.result(1);
+    // Bursts until a probe was made (the first request of a burst goes straight in, so one
+    // burst of three is enough; more only if the server was quick to empty the pipe).
+    let mut id = 2;
+    let until = Instant::now() + Duration::from_secs(20);
+    loop {
+        requests(&mut p, id, 50);
+        for i in id..id + 50 {
+            assert!(p.result(i)["tools"].is_array());
+        }
+        id += 50;
+        let stderr = p.stderr.lock().unwrap().clone();
+        if stderr.contains("demo handles lines that arrive together; writing them in batches") {
+            break;
+        }
+        assert!(Instant::now() < until, "never proven: {stderr}");
+    }
+    p.close_stdin();
+    assert_eq!(p.wait_exit(), Some(0));
+}

@@ -11,7 +11,11 @@
 //! no process of its tree behind.
 
 mod child;
+mod from_server;
+mod pacing;
 mod relay;
+mod shared;
+mod to_server;
 
 use std::ffi::OsString;
 use std::process::ExitStatus;
@@ -150,7 +154,7 @@ impl Wrapper {
     pub fn run(&self) -> Result<WrapOutcome, Error> {
         // Unsupported outside Linux: documented above.
         let _ = sys::become_child_subreaper();
-        let shared = Arc::new(child::Shared::new(self.clone()));
+        let shared = Arc::new(shared::Shared::new(self.clone()));
         let mut relay = relay::Relay::new(Arc::clone(&shared));
         let outcome = Server::new()
             .shutdown_grace(self.request_timeout.unwrap_or(Duration::from_secs(10)))

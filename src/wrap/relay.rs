@@ -2,6 +2,7 @@
 //! server (requests through the supervisor's queue, each answer owed by a responder) and what
 //! the client answers back; the loop has already answered every bad line.
 
+use std::any::Any;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -9,7 +10,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::child::{self, Pending, Shared};
+use super::child;
+use super::from_server::{self, ServerOutput};
+use super::shared::{Pending, Shared};
+use crate::diagnostics;
 use crate::error::Outcome;
 use crate::handler::{Context, Handler};
 use crate::message::{ErrorObject, Message, Notification, Request, RequestId, Response};
@@ -23,6 +27,8 @@ pub(super) struct Relay {
     shared: Arc<Shared>,
     /// Started with the first message from the client (it needs the loop's handle).
     supervisor: Option<JoinHandle<()>>,
+    /// The running server's stdout, watched by the loop.
+    upstream: Option<ServerOutput>,
 }
 
 impl Relay {
@@ -30,6 +36,7 @@ impl Relay {
         Relay {
             shared,
             supervisor: None,
+            upstream: None,
         }
     }
 
@@ -50,6 +57,14 @@ impl Relay {
         };
         let until = Instant::now() + self.shared.config.grace + JOIN_SLACK;
         while !supervisor.is_finished() && Instant::now() < until {
+            // Nobody hears the server any more, but it must not block on a full stdout while
+            // it shuts down.
+            if let Some(upstream) = &mut self.upstream {
+                if !upstream.discard_available() {
+                    self.shared.stdout_closed(upstream.life);
+                    self.upstream = None;
+                }
+            }
             std::thread::sleep(Duration::from_millis(2));
         }
         if supervisor.is_finished() {
@@ -131,6 +146,36 @@ impl Handler for Relay {
         }));
     }
 
+    fn handle_post(&mut self, data: Box<dyn Any + Send>, cx: &mut Context<'_>) {
+        // A (re)started server's stdout, from the supervisor.
+        let Ok(upstream) = data.downcast::<ServerOutput>() else {
+            return;
+        };
+        self.close_upstream(cx);
+        match upstream.watch(cx) {
+            Ok(()) => self.upstream = Some(*upstream),
+            Err(e) => {
+                diagnostics::line(&format!(
+                    "mcpipe wrap: cannot watch the stdout of {}: {e}",
+                    self.shared.config.name
+                ));
+                self.shared.stdout_closed(upstream.life);
+            }
+        }
+    }
+
+    fn handle_readable(&mut self, key: usize, cx: &mut Context<'_>) {
+        if key != from_server::KEY {
+            return;
+        }
+        let Some(upstream) = &mut self.upstream else {
+            return;
+        };
+        if !upstream.read_available(&self.shared, cx) {
+            self.close_upstream(cx);
+        }
+    }
+
     fn accepts_batches(&self) -> bool {
         self.shared.batches.load(Ordering::Acquire)
     }
@@ -145,6 +190,14 @@ impl Handler for Relay {
 }
 
 impl Relay {
+    /// Stops reading the server's stdout (at its end, or when a new server replaces it).
+    fn close_upstream(&mut self, cx: &mut Context<'_>) {
+        if let Some(upstream) = self.upstream.take() {
+            upstream.unwatch(cx);
+            self.shared.stdout_closed(upstream.life);
+        }
+    }
+
     fn shared_init(&self) -> std::sync::MutexGuard<'_, Option<Value>> {
         self.shared.init.lock().unwrap_or_else(|p| p.into_inner())
     }

@@ -1,0 +1,191 @@
+//! The wrapped server's stdout, read on the loop's own thread (a watched fd): answers go to
+//! the requests' responders, requests and notifications to the client unchanged, anything that
+//! is not JSON-RPC to stderr. No thread hop between the server's answer and the client.
+
+use std::io::{self, Read};
+use std::os::fd::AsFd;
+use std::process::ChildStdout;
+use std::sync::atomic::Ordering;
+
+use serde_json::Value;
+
+use super::shared::{Shared, LISTS, RELIST_PREFIX, REPLAY_PREFIX};
+use crate::diagnostics;
+use crate::handler::Context;
+use crate::line_buffer::{Line, LineBuffer};
+use crate::message::{Message, Response};
+
+/// The key the loop reports the server's stdout under.
+pub(super) const KEY: usize = 0;
+
+/// The longest line the server may write (its answers can be large; the bound only keeps a
+/// server that never writes a newline from taking all memory).
+const MAX_LINE: usize = 1 << 30;
+
+/// The stdout of one life of the server, handed to the loop by the supervisor.
+#[derive(Debug)]
+pub(super) struct ServerOutput {
+    /// Which start of the server this is (the supervisor waits for its end of file).
+    pub(super) life: u32,
+    pipe: mio::unix::pipe::Receiver,
+    lines: LineBuffer,
+}
+
+impl ServerOutput {
+    pub(super) fn new(life: u32, stdout: ChildStdout) -> io::Result<ServerOutput> {
+        let pipe = mio::unix::pipe::Receiver::from(stdout);
+        pipe.set_nonblocking(true)?;
+        Ok(ServerOutput {
+            life,
+            pipe,
+            lines: LineBuffer::new(MAX_LINE),
+        })
+    }
+
+    /// Starts watching the pipe from the loop.
+    pub(super) fn watch(&self, cx: &mut Context<'_>) -> Result<(), crate::Error> {
+        cx.watch(self.pipe.as_fd(), KEY)
+    }
+
+    /// Stops watching the pipe.
+    pub(super) fn unwatch(&self, cx: &mut Context<'_>) {
+        cx.unwatch(self.pipe.as_fd(), KEY);
+    }
+
+    /// Reads what the server wrote until the pipe is empty, routing each complete line.
+    /// Returns `false` at end of file (or a read error): the server's output is over.
+    pub(super) fn read_available(&mut self, shared: &Shared, cx: &mut Context<'_>) -> bool {
+        loop {
+            match self.pipe.read(self.lines.spare()) {
+                Ok(0) => {
+                    while let Some(line) = self.lines.finish() {
+                        take_line(shared, cx, line);
+                    }
+                    return false;
+                }
+                Ok(n) => {
+                    self.lines.commit(n);
+                    while let Some(line) = self.lines.next_line() {
+                        take_line(shared, cx, line);
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return false,
+            }
+        }
+    }
+
+    /// Reads and drops what the server still writes once nobody listens (the loop ended):
+    /// it must not block on a full pipe while it shuts down. `false` at end of file.
+    pub(super) fn discard_available(&mut self) -> bool {
+        let mut scratch = [0u8; 8192];
+        loop {
+            match self.pipe.read(&mut scratch) {
+                Ok(0) => return false,
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return false,
+            }
+        }
+    }
+}
+
+fn take_line(shared: &Shared, cx: &mut Context<'_>, line: Line<'_>) {
+    match line {
+        Line::Complete(bytes) => route(shared, cx, bytes),
+        Line::Oversize => diagnostics::line(&format!(
+            "{}: a line over {MAX_LINE} bytes on stdout was dropped",
+            shared.config.name
+        )),
+    }
+}
+
+fn route(shared: &Shared, cx: &mut Context<'_>, line: &[u8]) {
+    match Message::from_slice(line) {
+        Ok(Message::Response(response)) => answer(shared, cx, response),
+        Ok(message) => {
+            let _ = cx.send(&message);
+        }
+        Err(_) => match serde_json::from_slice::<Vec<Value>>(line) {
+            // A batch (2025-03-26): each item on its own.
+            Ok(items) if !items.is_empty() => {
+                for item in items {
+                    route(shared, cx, item.to_string().as_bytes());
+                }
+            }
+            _ => {
+                let name = &shared.config.name;
+                let text = String::from_utf8_lossy(line);
+                diagnostics::line(&format!("{name} (stdout, not JSON-RPC): {text}"));
+            }
+        },
+    }
+}
+
+fn answer(shared: &Shared, cx: &mut Context<'_>, response: Response) {
+    let name = &shared.config.name;
+    let Some(id) = response.id.clone() else {
+        diagnostics::line(&format!(
+            "{name}: an error response without an id: {:?}",
+            response.result.err()
+        ));
+        return;
+    };
+    shared.answered(&id);
+    if let Some(tag) = id.as_str() {
+        if tag.starts_with(REPLAY_PREFIX) {
+            shared.replay_answered();
+            if let Err(e) = response.result {
+                diagnostics::line(&format!("{name}: the replayed initialize failed: {e}"));
+            }
+            return;
+        }
+        if let Some(method) = tag.strip_prefix(RELIST_PREFIX) {
+            relisted(shared, cx, method, response.result.ok());
+            return;
+        }
+        if shared.is_wrapper_ping(tag) {
+            return;
+        }
+    }
+    let Some(pending) = shared.take_pending(&id) else {
+        diagnostics::line(&format!(
+            "{name}: an answer to no request in flight (id {id})"
+        ));
+        return;
+    };
+    if pending.first_page {
+        if let Ok(result) = &response.result {
+            shared.remember_list(&pending.method, result.clone());
+        }
+    }
+    if pending.method == "initialize" {
+        if let Ok(result) = &response.result {
+            shared.remember_capabilities(result["capabilities"].clone());
+        }
+        let version = response
+            .result
+            .as_ref()
+            .ok()
+            .and_then(|r| r.get("protocolVersion"));
+        let batches = version.and_then(Value::as_str) == Some("2025-03-26");
+        shared.batches.store(batches, Ordering::Release);
+    }
+    cx.respond(pending.responder, response.result);
+}
+
+/// A restarted server's answer to a list the client had seen: when it differs, the client is
+/// told the list changed (and the new one is remembered).
+fn relisted(shared: &Shared, cx: &mut Context<'_>, method: &str, result: Option<Value>) {
+    let Some(result) = result else { return };
+    let changed = shared.remember_list(method, result);
+    // Only where the server declared it may send the notice (capability discipline).
+    let kind = method.trim_end_matches("/list");
+    if changed && shared.declared_list_changed(kind) {
+        if let Some((_, notification)) = LISTS.iter().find(|(m, _)| *m == method) {
+            let _ = cx.notify(notification, None);
+        }
+    }
+}

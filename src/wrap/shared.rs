@@ -1,0 +1,261 @@
+//! What the loop's thread, the supervisor and the writer share about the wrapped server:
+//! the requests in flight, the lines for its stdin, the client's handshake and lists, and how
+//! the end goes.
+
+use std::collections::{HashMap, VecDeque};
+use std::os::fd::OwnedFd;
+use std::process::ExitStatus;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::pacing::Pacing;
+use super::Wrapper;
+use crate::message::{ErrorObject, Message, RequestId};
+use crate::responder::Responder;
+
+/// The id prefix of the `initialize` the wrapper replays to a restarted server.
+pub(super) const REPLAY_PREFIX: &str = "mcpipe-wrap-replay-";
+
+/// The id prefix of the list requests the wrapper sends a restarted server, to compare its
+/// lists with what the client saw.
+pub(super) const RELIST_PREFIX: &str = "mcpipe-wrap-relist-";
+
+/// The list methods whose first page the wrapper remembers, and the notification that says
+/// each changed.
+pub(super) const LISTS: [(&str, &str); 3] = [
+    ("tools/list", "notifications/tools/list_changed"),
+    ("prompts/list", "notifications/prompts/list_changed"),
+    ("resources/list", "notifications/resources/list_changed"),
+];
+
+/// How long a replayed `initialize` may take before the queued messages go anyway.
+pub(super) const REPLAY_WAIT: Duration = Duration::from_secs(10);
+
+/// How often the supervisor looks at the server, the deadlines and a stop request.
+pub(super) const TICK: Duration = Duration::from_millis(5);
+
+pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding one of these locks leaves plain data behind: go on with it.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A request of the client's that the server has not answered yet.
+#[derive(Debug)]
+pub(super) struct Pending {
+    pub(super) responder: Responder,
+    pub(super) method: String,
+    pub(super) deadline: Option<Instant>,
+    /// A list request for the first page (no cursor): its result is remembered.
+    pub(super) first_page: bool,
+}
+
+/// How the end goes, once asked for.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Stop {
+    pub(super) asked: Instant,
+    /// From `asked` to SIGTERM.
+    pub(super) term_after: Duration,
+    /// From `asked` to SIGKILL.
+    pub(super) kill_after: Duration,
+}
+
+/// What the loop's thread and the supervisor's threads share.
+#[derive(Debug)]
+pub(super) struct Shared {
+    pub(super) config: Wrapper,
+    pub(super) pending: Mutex<HashMap<RequestId, Pending>>,
+    pub(super) queue: Mutex<Queue>,
+    pub(super) queue_changed: Condvar,
+    /// The client's `initialize` params, replayed to a restarted server.
+    pub(super) init: Mutex<Option<Value>>,
+    /// The client sent `notifications/initialized` (replayed too).
+    pub(super) initialized: AtomicBool,
+    /// The negotiated revision has batches (2025-03-26).
+    pub(super) batches: AtomicBool,
+    /// The first page of each list the client was given, by list method: after a restart the
+    /// server's lists are compared with these.
+    pub(super) lists: Mutex<HashMap<String, Value>>,
+    /// The capabilities the server declared to the client (its `initialize` answer): a list
+    /// change is announced only where it declared `listChanged`.
+    pub(super) capabilities: Mutex<Value>,
+    /// The id of a replayed `initialize` whose answer the writer waits for.
+    pub(super) replay: Mutex<Option<RequestId>>,
+    pub(super) replay_done: Condvar,
+    pub(super) stop: Mutex<Option<Stop>>,
+    /// How many lines the server may be handed at once (see [`super::pacing`]).
+    pub(super) pacing: Mutex<Pacing>,
+    /// The life (start number) whose stdout the loop still reads.
+    pub(super) stdout_open: Mutex<Option<u32>>,
+    pub(super) stdout_ended: Condvar,
+    pub(super) gave_up: AtomicBool,
+    pub(super) starts: AtomicU32,
+    pub(super) last_exit: Mutex<Option<ExitStatus>>,
+}
+
+impl Shared {
+    pub(super) fn new(config: Wrapper) -> Shared {
+        Shared {
+            config,
+            pending: Mutex::new(HashMap::new()),
+            queue: Mutex::new(Queue::default()),
+            queue_changed: Condvar::new(),
+            init: Mutex::new(None),
+            initialized: AtomicBool::new(false),
+            batches: AtomicBool::new(false),
+            lists: Mutex::new(HashMap::new()),
+            capabilities: Mutex::new(Value::Null),
+            replay: Mutex::new(None),
+            replay_done: Condvar::new(),
+            stop: Mutex::new(None),
+            pacing: Mutex::new(Pacing::default()),
+            stdout_open: Mutex::new(None),
+            stdout_ended: Condvar::new(),
+            gave_up: AtomicBool::new(false),
+            starts: AtomicU32::new(0),
+            last_exit: Mutex::new(None),
+        }
+    }
+
+    /// The loop read the end of the stdout of life `life`.
+    pub(super) fn stdout_closed(&self, life: u32) {
+        let mut open = lock(&self.stdout_open);
+        if *open == Some(life) {
+            *open = None;
+        }
+        drop(open);
+        self.stdout_ended.notify_all();
+    }
+
+    /// Waits (at most `limit`) until the loop read the end of the server's stdout.
+    pub(super) fn await_stdout_end(&self, limit: Duration) {
+        let until = Instant::now() + limit;
+        let mut open = lock(&self.stdout_open);
+        while open.is_some() {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            open = match self.stdout_ended.wait_timeout(open, left) {
+                Ok((o, _)) => o,
+                Err(p) => p.into_inner().0,
+            };
+        }
+    }
+
+    /// The server answered the replayed `initialize`: what waits behind it may go.
+    pub(super) fn replay_answered(&self) {
+        *lock(&self.replay) = None;
+        self.replay_done.notify_all();
+    }
+
+    /// Takes the request in flight `id` answers.
+    pub(super) fn take_pending(&self, id: &RequestId) -> Option<Pending> {
+        lock(&self.pending).remove(id)
+    }
+
+    /// Remembers the first page of a list; whether it differs from the one remembered.
+    pub(super) fn remember_list(&self, method: &str, result: Value) -> bool {
+        let mut lists = lock(&self.lists);
+        let changed = lists.get(method) != Some(&result);
+        lists.insert(method.to_owned(), result);
+        changed
+    }
+
+    /// Remembers the capabilities the server declared to the client.
+    pub(super) fn remember_capabilities(&self, capabilities: Value) {
+        *lock(&self.capabilities) = capabilities;
+    }
+
+    /// Whether the server declared `listChanged` for `kind` (tools, prompts, resources).
+    pub(super) fn declared_list_changed(&self, kind: &str) -> bool {
+        lock(&self.capabilities)[kind]["listChanged"] == true
+    }
+
+    pub(super) fn gave_up(&self) -> bool {
+        self.gave_up.load(Ordering::Acquire)
+    }
+
+    pub(super) fn starts(&self) -> u32 {
+        self.starts.load(Ordering::Acquire)
+    }
+
+    pub(super) fn last_exit(&self) -> Option<ExitStatus> {
+        *lock(&self.last_exit)
+    }
+
+    /// Asks for the end: the server's stdin is closed now; SIGTERM and SIGKILL follow.
+    pub(super) fn ask_to_stop(&self, quick: bool) {
+        let (term_after, kill_after) = if quick {
+            (Duration::ZERO, Duration::from_millis(200))
+        } else {
+            (
+                self.config.grace,
+                self.config.grace + Duration::from_secs(1),
+            )
+        };
+        lock(&self.stop).get_or_insert(Stop {
+            asked: Instant::now(),
+            term_after,
+            kill_after,
+        });
+        let mut queue = lock(&self.queue);
+        queue.closed = true;
+        // The server's end of input comes once no description of its stdin is left open.
+        queue.direct = None;
+        drop(queue);
+        self.queue_changed.notify_all();
+    }
+
+    pub(super) fn stopping(&self) -> Option<Stop> {
+        *lock(&self.stop)
+    }
+
+    /// Answers every request in flight with `error`.
+    pub(super) fn fail_pending(&self, error: &ErrorObject) {
+        let pending: Vec<Pending> = lock(&self.pending).drain().map(|(_, p)| p).collect();
+        for p in pending {
+            p.responder.respond(Err(error.clone()));
+        }
+    }
+}
+
+/// One line for the server's stdin.
+#[derive(Debug)]
+pub(super) struct Outgoing {
+    pub(super) bytes: Vec<u8>,
+    /// The rest of a line written in part (goes next, whatever the pacing).
+    pub(super) continues: bool,
+    /// The id, when the line is a request of the client's (a probe is made of two).
+    pub(super) request: Option<RequestId>,
+}
+
+impl Outgoing {
+    pub(super) fn new(message: &Message) -> Outgoing {
+        let request = match message {
+            Message::Request(r) => Some(r.id.clone()),
+            _ => None,
+        };
+        Outgoing {
+            bytes: message.to_line(),
+            continues: false,
+            request,
+        }
+    }
+}
+
+/// Lines for the server's stdin, in order, `closed` once the client is done.
+#[derive(Debug, Default)]
+pub(super) struct Queue {
+    pub(super) lines: VecDeque<Outgoing>,
+    pub(super) closed: bool,
+    /// The writer thread is writing a line it took (so nobody else may write now).
+    pub(super) busy: bool,
+    /// The writer thread sleeps on `queue_changed` (a wake-up is a syscall: only then).
+    pub(super) writer_asleep: bool,
+    /// A private non-blocking description of the server's stdin (Linux), for writing a line
+    /// straight from the loop's thread when nothing waits before it: one thread hop fewer.
+    pub(super) direct: Option<OwnedFd>,
+}

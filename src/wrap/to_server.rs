@@ -1,0 +1,240 @@
+//! The wrapped server's stdin: lines from the loop's thread (straight into an empty pipe)
+//! and from the writer thread (which alone may block on the pipe), as the pacing allows.
+
+use std::io::Write;
+use std::os::fd::AsFd;
+use std::process::ChildStdin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::MutexGuard;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::pacing::{Mode, MAX_BATCH_BYTES};
+use super::shared::{lock, Outgoing, Queue, Shared, REPLAY_WAIT, TICK};
+use crate::diagnostics;
+use crate::message::{Message, RequestId};
+use crate::sys;
+
+/// The id prefix of the pings the wrapper sends to free a request a server holds in its
+/// buffer (see [`super::pacing`]).
+const NUDGE_PREFIX: &str = "mcpipe-wrap-nudge-";
+
+/// Writes to a pipe up to this size are atomic: a probe's two lines reach the server in one
+/// piece.
+const PIPE_BUF: usize = 4096;
+
+impl Shared {
+    /// Sends one message, as a line, to the server: written at once when nothing waits before
+    /// it and the pipe is empty (with pacing), without blocking; queued for the writer
+    /// thread otherwise.
+    pub(super) fn to_server(&self, message: &Message) {
+        let mut line = Outgoing::new(message);
+        let mut queue = lock(&self.queue);
+        let free = queue.lines.is_empty()
+            && !queue.busy
+            && lock(&self.replay).is_none()
+            && !lock(&self.pacing).probing();
+        if let (true, Some(fd)) = (free, &queue.direct) {
+            let fd = fd.as_fd();
+            // Straight from the loop only into an empty pipe (with or without pacing): lines
+            // that queue up behind a busy server go in batches from the writer.
+            if sys::pipe_unread(fd).is_ok_and(|n| n == 0) {
+                match sys::write(fd, &line.bytes) {
+                    Ok(n) if n == line.bytes.len() => return,
+                    // The rest goes next, without pacing: it is the same line.
+                    Ok(n) => {
+                        line.bytes.drain(..n);
+                        line.continues = true;
+                        queue.lines.push_back(line);
+                    }
+                    // Full pipe (or a dying server): the writer thread takes it from here.
+                    Err(_) => queue.lines.push_back(line),
+                }
+                self.wake_writer(queue);
+                return;
+            }
+        }
+        queue.lines.push_back(line);
+        self.wake_writer(queue);
+    }
+
+    /// Releases the queue and wakes the writer if it sleeps.
+    fn wake_writer(&self, queue: MutexGuard<'_, Queue>) {
+        let asleep = queue.writer_asleep;
+        drop(queue);
+        if asleep {
+            self.queue_changed.notify_all();
+        }
+    }
+
+    /// The server answered `id`: it may settle the pacing probe.
+    pub(super) fn answered(&self, id: &RequestId) {
+        let proven = lock(&self.pacing).answered(id);
+        if proven {
+            diagnostics::line(&format!(
+                "mcpipe wrap: {} handles lines that arrive together; writing them in batches",
+                self.config.name
+            ));
+            self.queue_changed.notify_all();
+        }
+    }
+
+    /// Whether `tag` is the id of a ping the wrapper sent (its answer goes nowhere).
+    pub(super) fn is_wrapper_ping(&self, tag: &str) -> bool {
+        tag.starts_with(NUDGE_PREFIX)
+    }
+
+    /// A probe that ran out of time leaves the server paced; if nothing else is queued, a
+    /// ping frees the request it may hold in its buffer.
+    pub(super) fn settle_probe(&self) {
+        if !lock(&self.pacing).probe_expired(Instant::now()) {
+            return;
+        }
+        let mut queue = lock(&self.queue);
+        if queue.lines.is_empty() {
+            let id = RequestId::from(format!("{NUDGE_PREFIX}{}", self.starts()));
+            queue
+                .lines
+                .push_back(Outgoing::new(&Message::Request(crate::message::Request {
+                    id,
+                    method: "ping".to_owned(),
+                    params: None,
+                })));
+        }
+        drop(queue);
+        self.queue_changed.notify_all();
+    }
+}
+
+/// The server's stdin. With pacing, one line at a time (written once the server took the
+/// previous one out of the pipe) until the server proves it handles lines that arrive
+/// together (see [`super::pacing`]); then, and without pacing, everything queued in one
+/// write. Ends when the server is gone or the client is done.
+pub(super) fn write_lines(shared: &Shared, mut stdin: ChildStdin, alive: &AtomicBool) {
+    let mut batch = Vec::new();
+    loop {
+        batch.clear();
+        let (wait_first, probe) = {
+            let mut queue = lock(&shared.queue);
+            loop {
+                if !alive.load(Ordering::Acquire) {
+                    return;
+                }
+                if let Some(taken) = take_lines(shared, &mut queue, &mut batch) {
+                    queue.busy = true;
+                    break taken;
+                }
+                if queue.closed && queue.lines.is_empty() {
+                    return; // dropping stdin is the server's end of input
+                }
+                queue.writer_asleep = true;
+                queue = match shared.queue_changed.wait_timeout(queue, TICK * 10) {
+                    Ok((q, _)) => q,
+                    Err(p) => p.into_inner().0,
+                };
+                queue.writer_asleep = false;
+            }
+        };
+        if wait_first {
+            wait_until_taken(&stdin, alive);
+        }
+        if let Some(ids) = probe {
+            lock(&shared.pacing).probe_written(ids, Instant::now());
+        }
+        let written = stdin.write_all(&batch).and_then(|()| stdin.flush());
+        lock(&shared.queue).busy = false;
+        if written.is_err() {
+            return; // the server is gone; its requests are failed by the supervisor
+        }
+        // After a replayed `initialize`, nothing else until the server answered it.
+        let mut replay = lock(&shared.replay);
+        let until = Instant::now() + REPLAY_WAIT;
+        while replay.is_some() && alive.load(Ordering::Acquire) && Instant::now() < until {
+            replay = match shared.replay_done.wait_timeout(replay, TICK * 10) {
+                Ok((r, _)) => r,
+                Err(p) => p.into_inner().0,
+            };
+        }
+    }
+}
+
+/// Moves the lines the pacing allows now from the queue into `batch`. Returns whether to wait
+/// for an empty pipe first and the ids of a probe, or `None` when nothing may go yet.
+#[allow(clippy::type_complexity)]
+fn take_lines(
+    shared: &Shared,
+    queue: &mut Queue,
+    batch: &mut Vec<u8>,
+) -> Option<(bool, Option<Vec<RequestId>>)> {
+    let first = queue.lines.front()?;
+    if first.continues {
+        // The rest of a line written in part goes at once.
+        batch.extend_from_slice(&queue.lines.pop_front()?.bytes);
+        return Some((false, None));
+    }
+    let two_requests = queue.lines.len() >= 2
+        && queue
+            .lines
+            .iter()
+            .take(2)
+            .all(|l| l.request.is_some() && !l.continues)
+        && queue
+            .lines
+            .iter()
+            .take(2)
+            .map(|l| l.bytes.len())
+            .sum::<usize>()
+            <= PIPE_BUF;
+    let mode = if shared.config.pacing {
+        lock(&shared.pacing).mode(two_requests)
+    } else {
+        Mode::Batch
+    };
+    match mode {
+        Mode::Hold => None,
+        Mode::Single => {
+            batch.extend_from_slice(&queue.lines.pop_front()?.bytes);
+            Some((true, None))
+        }
+        Mode::Probe => {
+            let mut ids = Vec::new();
+            for _ in 0..2 {
+                let line = queue.lines.pop_front()?;
+                ids.extend(line.request);
+                batch.extend_from_slice(&line.bytes);
+            }
+            Some((true, Some(ids)))
+        }
+        Mode::Batch => {
+            while let Some(line) = queue.lines.front() {
+                if !batch.is_empty() && batch.len() + line.bytes.len() > MAX_BATCH_BYTES {
+                    break;
+                }
+                batch.extend_from_slice(&queue.lines.pop_front()?.bytes);
+            }
+            Some((false, None))
+        }
+    }
+}
+
+/// Waits until the pipe to the server is empty: the server read what it was sent (into
+/// whatever buffer it has, which is the point: it then holds every message it was sent, and
+/// cannot sleep on one while another waits in the pipe). Spins briefly first (a server at work
+/// takes a line within microseconds, far below a timer's resolution), then sleeps.
+fn wait_until_taken(stdin: &ChildStdin, alive: &AtomicBool) {
+    let mut pause = Duration::from_micros(50);
+    let mut spins = 0;
+    while alive.load(Ordering::Acquire) {
+        match sys::pipe_unread(stdin.as_fd()) {
+            Ok(0) | Err(_) => return,
+            Ok(_) if spins < 200 => {
+                spins += 1;
+                thread::yield_now();
+            }
+            Ok(_) => {
+                thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(1));
+            }
+        }
+    }
+}
