@@ -15,7 +15,7 @@ use crate::child::{self, Waiter};
 use crate::diagnostics;
 use crate::endpoint::Endpoint;
 use crate::error::Error;
-use crate::message::Message;
+use crate::message::{Message, RequestId};
 use crate::responder::{self, Event, Inbox, Outbox};
 use crate::session::{Limits, Session};
 use crate::sys::{NonBlockingGuard, SignalSubscription, SigpipeIgnored};
@@ -224,6 +224,29 @@ impl Connection {
     /// Takes one event made on the loop's own thread, without the channel and its wake-up.
     pub(crate) fn take_event_here(&mut self, event: Event) {
         self.session.take_event(event);
+        self.flush_if_large();
+    }
+
+    /// Answers the owed request `id` with `result`, JSON text already checked by the caller,
+    /// copied as it is: what [`Event::Answer`] does, without building and writing a `Value`
+    /// (a relay forwarding its upstream's answers).
+    pub(crate) fn answer_raw(&mut self, id: &RequestId, result: &str) {
+        let session = &mut self.session;
+        if !session.waiting.is_empty() {
+            session.waiting.remove(id);
+        }
+        let Some((token, _)) = session.owed.remove(id) else {
+            return;
+        };
+        if token.cancelled_by_peer() || session.peer_gone {
+            return;
+        }
+        let out = session.queue.buffer();
+        out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+        id.write_json(out);
+        out.extend_from_slice(b",\"result\":");
+        out.extend_from_slice(result.as_bytes());
+        out.extend_from_slice(b"}\n");
         self.flush_if_large();
     }
 

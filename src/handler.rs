@@ -403,6 +403,13 @@ impl<'a> Context<'a> {
             .take_event_here(crate::responder::Event::Answer { id, result });
     }
 
+    /// [`Context::respond`] with a result that is JSON text already (checked by the caller:
+    /// a relay forwards its upstream's answer as it came, without a `Value` in between).
+    pub(crate) fn respond_raw(&mut self, responder: Responder, result: &str) {
+        let id = responder.into_answered();
+        self.conn.answer_raw(&id, result);
+    }
+
     /// Has the loop watch `fd` for input alongside its own, and call
     /// [`Handler::handle_readable`] with `key` whenever it may have some (once right away, too),
     /// so that one thread serves both: a relay reads its upstream's answers without a thread

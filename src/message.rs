@@ -63,7 +63,7 @@ impl RequestId {
         }
     }
 
-    fn write_json(&self, out: &mut Vec<u8>) {
+    pub(crate) fn write_json(&self, out: &mut Vec<u8>) {
         match &self.0 {
             IdRepr::Signed(i) => write_display(out, i),
             IdRepr::Unsigned(u) => write_display(out, u),

@@ -2,18 +2,20 @@
 //! the requests' responders, requests and notifications to the client unchanged, anything that
 //! is not JSON-RPC to stderr. No thread hop between the server's answer and the client.
 
+use std::collections::BTreeMap;
 use std::io::{self, Read};
 use std::os::fd::AsFd;
 use std::process::ChildStdout;
 use std::sync::atomic::Ordering;
 
+use serde_json::value::RawValue;
 use serde_json::Value;
 
-use super::shared::{Shared, LISTS, RELIST_PREFIX, REPLAY_PREFIX};
+use super::shared::{Shared, LISTS, OWN_ID_PREFIX, RELIST_PREFIX, REPLAY_PREFIX};
 use crate::diagnostics;
 use crate::handler::Context;
 use crate::line_buffer::{Line, LineBuffer};
-use crate::message::{Message, Response};
+use crate::message::{Message, RequestId, Response};
 
 /// The key the loop reports the server's stdout under.
 pub(super) const KEY: usize = 0;
@@ -103,6 +105,11 @@ fn take_line(shared: &Shared, cx: &mut Context<'_>, line: Line<'_>) {
 }
 
 fn route(shared: &Shared, cx: &mut Context<'_>, line: &[u8]) {
+    if let Some((id, result)) = plain_result(line) {
+        if forward(shared, cx, &id, result) {
+            return;
+        }
+    }
     match Message::from_slice(line) {
         Ok(Message::Response(response)) => answer(shared, cx, response),
         Ok(message) => {
@@ -122,6 +129,38 @@ fn route(shared: &Shared, cx: &mut Context<'_>, line: &[u8]) {
             }
         },
     }
+}
+
+/// A line that is exactly a result response (`jsonrpc`, `id`, `result`, nothing else), read
+/// only as far as routing needs: its id, and its result as the text it came as. Anything else
+/// (an error, a request, escapes in a key, ...) is `None` and takes the full parse.
+fn plain_result(line: &[u8]) -> Option<(RequestId, &RawValue)> {
+    let fields: BTreeMap<&str, &RawValue> = serde_json::from_slice(line).ok()?;
+    if fields.len() != 3 || fields.get("jsonrpc")?.get() != "\"2.0\"" {
+        return None;
+    }
+    let result = *fields.get("result")?;
+    let id = RequestId::from_value(&serde_json::from_str(fields.get("id")?.get()).ok()?)?;
+    Some((id, result))
+}
+
+/// Answers a client's request with the server's result as it came (no `Value` in between).
+/// `false` when the answer needs more than that (the wrapper's own requests, the handshake, a
+/// list it remembers): the caller takes the full path.
+fn forward(shared: &Shared, cx: &mut Context<'_>, id: &RequestId, result: &RawValue) -> bool {
+    if id
+        .as_str()
+        .is_some_and(|tag| tag.starts_with(OWN_ID_PREFIX))
+    {
+        return false;
+    }
+    let Some(pending) = shared.take_pending_if(id, |p| !p.first_page && p.method != "initialize")
+    else {
+        return false;
+    };
+    shared.answered(id);
+    cx.respond_raw(pending.responder, result.get());
+    true
 }
 
 fn answer(shared: &Shared, cx: &mut Context<'_>, response: Response) {
@@ -186,6 +225,42 @@ fn relisted(shared: &Shared, cx: &mut Context<'_>, method: &str, result: Option<
     if changed && shared.declared_list_changed(kind) {
         if let Some((_, notification)) = LISTS.iter().find(|(m, _)| *m == method) {
             let _ = cx.notify(notification, None);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_plain_result_response_takes_the_short_path() {
+        let (id, result) =
+            plain_result(br#"{"jsonrpc":"2.0","id":7,"result":{"a":[1, 2.50]}}"#).unwrap();
+        assert_eq!(id, RequestId::from(7));
+        assert_eq!(
+            result.get(),
+            r#"{"a":[1, 2.50]}"#,
+            "the result's text as it came"
+        );
+        let (id, _) = plain_result(br#"{"result":null,"id":"x","jsonrpc":"2.0"}"#).unwrap();
+        assert_eq!(id, RequestId::from("x"));
+        for line in [
+            &br#"{"jsonrpc":"2.0","id":7,"error":{"code":1,"message":"m"}}"#[..],
+            br#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#,
+            br#"{"jsonrpc":"1.0","id":7,"result":{}}"#,
+            br#"{"jsonrpc":"2.0","id":null,"result":{}}"#,
+            br#"{"jsonrpc":"2.0","id":1.5,"result":{}}"#,
+            br#"{"jsonrpc":"2.0","id":7,"result":{},"extra":1}"#,
+            br#"{"jsonrpc":"2.0","\u0069d":7,"result":{}}"#,
+            br#"{"jsonrpc":"2.0","id":7,"result":{}"#,
+            br#"[{"jsonrpc":"2.0","id":7,"result":{}}]"#,
+        ] {
+            assert!(
+                plain_result(line).is_none(),
+                "{}",
+                String::from_utf8_lossy(line)
+            );
         }
     }
 }

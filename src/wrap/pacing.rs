@@ -69,6 +69,11 @@ impl Pacing {
         self.probe.is_some()
     }
 
+    /// Whether the server proved it handles lines that arrive together.
+    pub(super) fn batches_allowed(&self) -> bool {
+        self.proven
+    }
+
     /// The probe's two requests were written at `now`.
     pub(super) fn probe_written(&mut self, ids: Vec<RequestId>, now: Instant) {
         self.probe = Some((ids, now));

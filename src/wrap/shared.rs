@@ -16,6 +16,9 @@ use super::Wrapper;
 use crate::message::{ErrorObject, Message, RequestId};
 use crate::responder::Responder;
 
+/// Every id of a request the wrapper itself sends the server starts with this.
+pub(super) const OWN_ID_PREFIX: &str = "mcpipe-wrap-";
+
 /// The id prefix of the `initialize` the wrapper replays to a restarted server.
 pub(super) const REPLAY_PREFIX: &str = "mcpipe-wrap-replay-";
 
@@ -154,6 +157,20 @@ impl Shared {
     /// Takes the request in flight `id` answers.
     pub(super) fn take_pending(&self, id: &RequestId) -> Option<Pending> {
         lock(&self.pending).remove(id)
+    }
+
+    /// Takes the request in flight `id` answers, if `keep` says so of it (else leaves it).
+    pub(super) fn take_pending_if(
+        &self,
+        id: &RequestId,
+        keep: impl FnOnce(&Pending) -> bool,
+    ) -> Option<Pending> {
+        let mut pending = lock(&self.pending);
+        if pending.get(id).is_some_and(keep) {
+            pending.remove(id)
+        } else {
+            None
+        }
     }
 
     /// Remembers the first page of a list; whether it differs from the one remembered.

@@ -30,15 +30,15 @@ impl Shared {
     pub(super) fn to_server(&self, message: &Message) {
         let mut line = Outgoing::new(message);
         let mut queue = lock(&self.queue);
-        let free = queue.lines.is_empty()
-            && !queue.busy
-            && lock(&self.replay).is_none()
-            && !lock(&self.pacing).probing();
-        if let (true, Some(fd)) = (free, &queue.direct) {
+        let free = queue.lines.is_empty() && !queue.busy && lock(&self.replay).is_none();
+        let batches = free && (!self.config.pacing || lock(&self.pacing).batches_allowed());
+        let probing = free && lock(&self.pacing).probing();
+        if let (true, false, Some(fd)) = (free, probing, &queue.direct) {
             let fd = fd.as_fd();
-            // Straight from the loop only into an empty pipe (with or without pacing): lines
-            // that queue up behind a busy server go in batches from the writer.
-            if sys::pipe_unread(fd).is_ok_and(|n| n == 0) {
+            // Straight from the loop into an empty pipe, or into any pipe once the server
+            // takes lines in batches: no thread hop. Lines that queue up behind a full pipe
+            // go in batches from the writer.
+            if batches || sys::pipe_unread(fd).is_ok_and(|n| n == 0) {
                 match sys::write(fd, &line.bytes) {
                     Ok(n) if n == line.bytes.len() => return,
                     // The rest goes next, without pacing: it is the same line.
