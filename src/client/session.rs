@@ -252,6 +252,12 @@ impl Session {
         self.pending.len()
     }
 
+    /// Whether request `id` waits for an answer.
+    #[cfg(any(test, feature = "internals"))]
+    pub(crate) fn is_pending(&self, id: &RequestId) -> bool {
+        self.pending.contains_key(id)
+    }
+
     /// When the next pending request times out, if any is pending.
     #[cfg(any(test, feature = "internals"))]
     pub(crate) fn next_due(&self) -> Option<Instant> {
