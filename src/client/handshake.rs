@@ -75,23 +75,26 @@ enum Fallback {
     /// The server was handshake-era last time: a `-32022` means it was replaced by a modern
     /// one, so probe after all.
     Probe,
-    /// The probe (asking for `asked`) found no modern server: modern evidence that came too late
-    /// for it still counts (the probe's late answer, `-32022` to `initialize`).
-    LateEvidence { asked: String },
+    /// The probe `probe` (asking for `asked`) found no modern server: modern evidence that came
+    /// too late for it still counts (its late answer, `-32022` to `initialize`).
+    LateEvidence { probe: RequestId, asked: String },
+}
+
+/// A `server/discover` asking for `asked`; `retried` after a `-32022`; `strict` when the
+/// caller insists on the modern era.
+#[derive(Debug)]
+struct Probe {
+    id: RequestId,
+    asked: String,
+    retried: bool,
+    strict: bool,
 }
 
 /// Where the step is.
 #[derive(Debug)]
 enum Stage {
     Idle,
-    /// A `server/discover` asking for `asked`; `retried` after a `-32022`; `strict` when the
-    /// caller insists on the modern era.
-    Probing {
-        id: RequestId,
-        asked: String,
-        retried: bool,
-        strict: bool,
-    },
+    Probing(Probe),
     Initializing {
         id: RequestId,
         fallback: Fallback,
@@ -142,7 +145,7 @@ impl Handshake {
     /// The request the step waits for, if it waits.
     pub(crate) fn awaiting(&self) -> Option<&RequestId> {
         match &self.stage {
-            Stage::Probing { id, .. }
+            Stage::Probing(Probe { id, .. })
             | Stage::Initializing { id, .. }
             | Stage::Reprobing { id, .. } => Some(id),
             Stage::Idle | Stage::Over => None,
@@ -163,12 +166,7 @@ impl Handshake {
             return None;
         }
         let step = match std::mem::replace(&mut self.stage, Stage::Over) {
-            Stage::Probing {
-                asked,
-                retried,
-                strict,
-                ..
-            } => self.probed(session, now, outcome, asked, retried, strict),
+            Stage::Probing(probe) => self.probed(session, now, probe, outcome),
             Stage::Initializing { fallback, .. } => {
                 self.initialized(session, now, outcome, fallback)
             }
@@ -205,12 +203,12 @@ impl Handshake {
             self.plan.discover_timeout.min(self.plan.init_timeout)
         };
         let id = send_probe(session, now, &asked, timeout);
-        self.stage = Stage::Probing {
+        self.stage = Stage::Probing(Probe {
             id: id.clone(),
             asked,
             retried,
             strict,
-        };
+        });
         Step::Await(id)
     }
 
@@ -220,11 +218,15 @@ impl Handshake {
         &mut self,
         session: &mut Session,
         now: Instant,
+        probe: Probe,
         outcome: Result<Value, Error>,
-        asked: String,
-        retried: bool,
-        strict: bool,
     ) -> Step {
+        let Probe {
+            id: probe,
+            asked,
+            retried,
+            strict,
+        } = probe;
         let answer = match outcome {
             Ok(result) => Some(Ok(result)),
             Err(Error::Rpc(e)) => Some(Err(e)),
@@ -262,7 +264,7 @@ impl Handshake {
                 // A strict probe's timeout failed above.
                 None => Error::Closed,
             }),
-            _ => self.initialize(session, now, Fallback::LateEvidence { asked }),
+            _ => self.initialize(session, now, Fallback::LateEvidence { probe, asked }),
         }
     }
 
@@ -312,8 +314,9 @@ impl Handshake {
             Fallback::Final => Step::Failed(error),
             Fallback::Probe if unsupported.is_some() => self.negotiate(session, now, false),
             Fallback::Probe => Step::Failed(error),
-            Fallback::LateEvidence { asked } => {
-                if let Some(Ok(late)) = session.take_late_probe() {
+            Fallback::LateEvidence { probe, asked } => {
+                let late = session.take_late_probe().filter(|(id, _)| *id == probe);
+                if let Some((_, Ok(late))) = late {
                     let verdict = era::judge_discover(&Ok(late.clone()), &asked, &self.known);
                     if let Verdict::Modern { version } = verdict {
                         return modern(session, version, late);

@@ -448,3 +448,23 @@ fn answers_to_other_requests_are_not_the_steps() {
     assert!(stray.is_none());
     assert!(matches!(b.step, Some(Step::Await(_))));
 }
+
+#[test]
+fn a_late_answer_counts_only_for_the_steps_own_probe() {
+    let mut b = Bench::new(None, None);
+    b.sent();
+    b.pass(DISCOVER);
+    assert_eq!(b.request().0, "initialize");
+    // Another discover marked as the probe (no shell does this while connecting), answered
+    // after its deadline with a modern result: not evidence about the step's probe.
+    let timing = Timing::new(b.now, DISCOVER, None, false);
+    let other = b.session.start("server/discover", None, false, timing);
+    b.session.mark_probe(&other);
+    b.pass(DISCOVER);
+    let late = json!({"jsonrpc": "2.0", "id": other.to_value(),
+                      "result": {"supportedVersions": [MODERN]}});
+    b.line(&late.to_string());
+    b.answer(json!({"error": {"code": -32601, "message": "no initialize here"}}));
+    assert!(matches!(b.failed(), Error::Rpc(_)));
+    assert_eq!(b.session.era(), None);
+}
