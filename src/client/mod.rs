@@ -21,6 +21,7 @@ mod link;
 mod options;
 mod process;
 mod retry;
+mod rounds;
 mod session;
 mod shared;
 mod tasks;
