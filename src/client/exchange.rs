@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+pub(super) use super::era::excerpt_of;
 use super::era::Asked;
 use super::options::RequestOptions;
 use super::retry::RetryPolicy;
@@ -165,11 +166,6 @@ pub(super) fn named_params(name: &str, arguments: Value) -> Value {
         params["arguments"] = arguments;
     }
     params
-}
-
-/// A JSON value as a short, printable excerpt for an error message.
-pub(super) fn excerpt_of(value: &Value) -> String {
-    crate::diagnostics::excerpt(value.to_string().as_bytes())
 }
 
 #[cfg(test)]

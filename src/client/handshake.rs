@@ -11,8 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::era::{self, Era, Verdict};
-use super::exchange::excerpt_of;
+use super::era::{self, excerpt_of, Era, Verdict};
 use super::session::{Session, Timing};
 use crate::error::Error;
 use crate::message::RequestId;

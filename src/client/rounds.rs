@@ -7,8 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use super::era::{self, Asked, ResultType};
-use super::exchange::excerpt_of;
+use super::era::{self, excerpt_of, Asked, ResultType};
 use crate::error::Error;
 
 /// The first pause before retrying an `input_required` result that asks for nothing (only
