@@ -136,6 +136,11 @@ pub(crate) fn discover_params(version: &str, capabilities: &Value, client_info: 
     params.unwrap_or_default()
 }
 
+/// A JSON value as a short, printable excerpt for an error message.
+pub(crate) fn excerpt_of(value: &Value) -> String {
+    crate::diagnostics::excerpt(value.to_string().as_bytes())
+}
+
 /// How a modern result is to be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum ResultType {

@@ -4,17 +4,14 @@
 
 use std::time::Duration;
 
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
-use super::era::{self, Asked, ResultType};
+pub(super) use super::era::excerpt_of;
+use super::era::Asked;
 use super::options::RequestOptions;
 use super::retry::RetryPolicy;
+use super::rounds::{Round, Rounds};
 use crate::error::Error;
-
-/// The first pause before retrying an `input_required` result that asks for nothing (only
-/// `requestState`: the server is not ready yet); it doubles up to `STATE_ONLY_MAX_DELAY`.
-const STATE_ONLY_FIRST_DELAY: Duration = Duration::from_millis(50);
-const STATE_ONLY_MAX_DELAY: Duration = Duration::from_millis(250);
 
 /// Most pages a list helper follows before it decides the server's cursors go round in circles.
 const MAX_PAGES: usize = 10_000;
@@ -93,66 +90,33 @@ fn with_retries<E: Exchange + ?Sized>(
 }
 
 /// Under MCP 2026-07-28: reads `result` by its `resultType`, fulfilling `input_required`
-/// rounds until the result is complete.
+/// rounds until the result is complete: [`Rounds`] decides, this sends and asks.
 fn complete_rounds<E: Exchange + ?Sized>(
     ex: &mut E,
     method: &str,
     params: &Option<Value>,
-    mut result: Value,
+    result: Value,
     options: &mut RequestOptions<'_>,
 ) -> Result<Value, Error> {
-    let mut rounds = 0;
-    let mut state_only_delay = STATE_ONLY_FIRST_DELAY;
+    let mut rounds = Rounds::new(method, params.clone(), ex.max_input_rounds());
+    let mut round = rounds.on_result(result);
     loop {
-        match era::result_type(&result) {
-            ResultType::Complete => return Ok(result),
-            // A task's handle (the tasks extension): final for this request, and only ever
-            // sent to a request that declared the extension (see `Client::start_task`).
-            ResultType::Other(kind) if kind == "task" => return Ok(result),
-            ResultType::Other(kind) => {
-                return Err(Error::Protocol {
-                    reason: format!("the {method} result has an unknown resultType {kind}"),
-                    line: excerpt_of(&result),
-                })
-            }
-            ResultType::InputRequired => {}
-        }
-        let unanswered = |reason: String, result: Value| Error::InputUnanswered {
-            method: method.to_owned(),
-            reason,
-            result,
+        let asked = match round {
+            Round::Done(result) => return Ok(result),
+            Round::Failed(error) => return Err(error),
+            Round::Fulfil(asked) => asked,
         };
-        if rounds >= ex.max_input_rounds() {
-            let reason = format!("the server still asked for input after {rounds} rounds");
-            return Err(unanswered(reason, result));
+        // In the server's order; the first input the client cannot give ends the request.
+        let answers = asked
+            .iter()
+            .map(|input| ex.fulfil(input).map(|answer| (input.key.clone(), answer)))
+            .collect();
+        let next = rounds.answered(answers)?;
+        if let Some(delay) = next.pause {
+            ex.pause(delay);
         }
-        rounds += 1;
-        let asked = match era::input_requests(&result) {
-            Ok(asked) => asked,
-            Err(why) => return Err(unanswered(why, result)),
-        };
-        if asked.is_empty() && result.get("requestState").is_none() {
-            let reason = String::from("the result has neither inputRequests nor requestState");
-            return Err(unanswered(reason, result));
-        }
-        let mut responses = Map::new();
-        for input in &asked {
-            match ex.fulfil(input) {
-                Ok(answer) => {
-                    responses.insert(input.key.clone(), answer);
-                }
-                Err(reason) => return Err(unanswered(reason, result)),
-            }
-        }
-        if asked.is_empty() {
-            // Only state: the server is not ready yet. Back off a little before asking.
-            ex.pause(state_only_delay);
-            state_only_delay = (state_only_delay * 2).min(STATE_ONLY_MAX_DELAY);
-        } else {
-            state_only_delay = STATE_ONLY_FIRST_DELAY;
-        }
-        let next = era::next_round_params(params, responses, &result);
-        result = with_retries(ex, method, next, options)?;
+        let result = with_retries(ex, method, next.params, options)?;
+        round = rounds.on_result(result);
     }
 }
 
@@ -202,11 +166,6 @@ pub(super) fn named_params(name: &str, arguments: Value) -> Value {
         params["arguments"] = arguments;
     }
     params
-}
-
-/// A JSON value as a short, printable excerpt for an error message.
-pub(super) fn excerpt_of(value: &Value) -> String {
-    crate::diagnostics::excerpt(value.to_string().as_bytes())
 }
 
 #[cfg(test)]

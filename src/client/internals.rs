@@ -9,8 +9,19 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use super::era::Era;
+use super::handshake::{Handshake, Plan, Step};
 use super::session::{Event, Pulse, Session, Timing};
+use crate::error::Error;
 use crate::message::RequestId;
+use crate::protocol::{MODERN_PROTOCOL_VERSIONS, PROTOCOL_VERSIONS};
+
+/// The connection step's deadlines under the property (time moves by up to 255 ms a step).
+const DISCOVER_TIMEOUT: Duration = Duration::from_millis(30);
+const INIT_TIMEOUT: Duration = Duration::from_millis(80);
+
+/// The most requests one connection step may send: probe, probe again after `-32022`,
+/// `initialize`, and (after a `-32022` to it) probe, probe again, `initialize`, probe.
+const MAX_STEP_REQUESTS: usize = 7;
 
 /// Methods the property starts requests with (`initialize` and the probe are never cancelled
 /// on the wire; the rest are).
@@ -35,7 +46,16 @@ const LINES: [&str; 8] = [
 ///
 /// The input is a program: each byte picks an operation (start a request, answer one, send
 /// progress, cancel one, let time pass, write an arbitrary line, a server request or
-/// notification, the heartbeat's turn), and the bytes after it are its operands.
+/// notification, the heartbeat's turn or the server's death), and the bytes after it are its
+/// operands.
+///
+/// When bit 1 of the first byte is set, the session starts unconnected and the connection
+/// step ([`Handshake`]) runs on the same program (bits 2-3: the era the caller insists on;
+/// bits 4-5: the era of the previous process). It must never wait for a request that is no
+/// longer pending nor past that request's deadline, must send at most
+/// `MAX_STEP_REQUESTS` requests, and may only report an era the server's answers justify:
+/// modern after a `server/discover` result listing the version, handshake-era after an
+/// `initialize` result naming it (then `notifications/initialized` is sent, once).
 ///
 /// # Panics
 /// When the property does not hold: that is the failure the fuzzer looks for.
@@ -51,12 +71,17 @@ pub fn check_session(data: &[u8]) {
         Some((Duration::from_millis(40), Duration::from_millis(20))),
         true,
     );
-    if data.first().is_some_and(|b| b & 1 == 1) {
+    let mode = data.first().copied().unwrap_or(0);
+    let mut oracle = Oracle::default();
+    if mode & 2 == 2 {
+        oracle.step = Some(Connecting::start(&mut session, mode, now));
+        oracle.step_moved(&session);
+    } else if mode & 1 == 1 {
         session.connected(Era::Modern, String::from("2026-07-28"));
     } else {
         session.connected(Era::Legacy, String::from("2025-11-25"));
     }
-    let mut oracle = Oracle::default();
+    oracle.drain(&mut session, now);
     let mut bytes = data.iter().copied().skip(1);
     while let Some(op) = bytes.next() {
         let arg = bytes.next().unwrap_or(0);
@@ -75,11 +100,12 @@ pub fn check_session(data: &[u8]) {
             1 | 2 => {
                 let Some(id) = oracle.pick(arg) else { continue };
                 let line = if op % 8 == 1 {
-                    let body = if arg & 1 == 0 {
-                        json!({"result": {}})
-                    } else {
-                        json!({"error": {"code": -32603, "message": "failed"}})
-                    };
+                    let body = answer_body(arg);
+                    oracle
+                        .answers
+                        .entry(id.clone())
+                        .or_default()
+                        .push(body.clone());
                     let mut m = json!({"jsonrpc": "2.0", "id": id.to_value()});
                     m.as_object_mut()
                         .into_iter()
@@ -94,6 +120,10 @@ pub fn check_session(data: &[u8]) {
             }
             3 => {
                 if let Some(id) = oracle.pick(arg) {
+                    // A shell never cancels the connection step's requests.
+                    if oracle.awaited() == Some(&id) {
+                        continue;
+                    }
                     if session.cancel(&id, "fuzz") {
                         oracle.ended(&id, "cancel");
                     }
@@ -117,22 +147,125 @@ pub fn check_session(data: &[u8]) {
                 session.receive_line(LINES[usize::from(arg) % LINES.len()].as_bytes(), now);
             }
             _ => {
-                if let Pulse::Silent(_) = session.heartbeat(now, last_inbound) {
+                let dies = oracle.step.is_some() && arg == 0xFF;
+                if dies || matches!(session.heartbeat(now, last_inbound), Pulse::Silent(_)) {
                     // The shell kills the server: everything pending fails with it.
                     for id in session.fail_all() {
                         oracle.ended(&id, "fail_all");
+                        oracle.died(&mut session, &id, now);
                     }
                     last_inbound = now;
                 }
             }
         }
-        oracle.drain(&mut session);
+        oracle.drain(&mut session, now);
+        oracle.check_step(&session, now);
     }
     for id in session.fail_all() {
         oracle.ended(&id, "fail_all at the end");
+        oracle.died(&mut session, &id, now);
     }
-    oracle.drain(&mut session);
+    oracle.drain(&mut session, now);
     oracle.check_all_ended();
+}
+
+/// What the server answers (by `arg`): empty results and errors, and the answers that
+/// decide an era, right and wrong.
+fn answer_body(arg: u8) -> Value {
+    let version = PROTOCOL_VERSIONS[usize::from(arg >> 4) % PROTOCOL_VERSIONS.len()];
+    match (arg >> 1) % 8 {
+        0 => json!({"result": {}}),
+        1 => json!({"error": {"code": -32603, "message": "failed"}}),
+        2 => json!({"result": {"supportedVersions": ["2026-07-28"], "capabilities": {}}}),
+        3 => json!({"result": {"protocolVersion": version, "capabilities": {}}}),
+        4 => json!({"error": {"code": -32022, "message": "unsupported",
+                              "data": {"supported": ["2026-07-28"]}}}),
+        5 => json!({"error": {"code": -32022, "message": "unsupported",
+                              "data": {"supported": [version, "2027-01-01"]}}}),
+        6 => json!({"result": {"protocolVersion": "1999-01-01"}}),
+        _ => json!({"result": {"supportedVersions": [version, "2027-01-01"]}}),
+    }
+}
+
+/// The connection step under the property, and what it has done.
+#[derive(Debug)]
+struct Connecting {
+    handshake: Handshake,
+    /// The request it waits for, and when it was sent.
+    awaiting: Option<(RequestId, Instant)>,
+    /// Every request it sent.
+    requests: Vec<RequestId>,
+    /// How it ended: `Some(era)` connected, `None` failed.
+    ended: Option<Option<Era>>,
+    /// `notifications/initialized` written so far.
+    initialized: usize,
+}
+
+impl Connecting {
+    fn start(session: &mut Session, mode: u8, now: Instant) -> Connecting {
+        let era = |bits: u8| match bits & 3 {
+            1 => Some(Era::Legacy),
+            2 => Some(Era::Modern),
+            _ => None,
+        };
+        if let Some(previous) = era(mode >> 4) {
+            session.connected(previous, String::from("x"));
+        }
+        let previous = session.new_connection();
+        let plan = Plan {
+            era: era(mode >> 2),
+            legacy_version: String::from("2025-11-25"),
+            modern_version: String::from("2026-07-28"),
+            discover_timeout: DISCOVER_TIMEOUT,
+            init_timeout: INIT_TIMEOUT,
+        };
+        let mut handshake = Handshake::new(plan, previous);
+        let step = handshake.start(session, now);
+        let mut connecting = Connecting {
+            handshake,
+            awaiting: None,
+            requests: Vec::new(),
+            ended: None,
+            initialized: 0,
+        };
+        connecting.took(session, step, now);
+        connecting
+    }
+
+    /// The step moved on to `step`.
+    fn took(&mut self, session: &Session, step: Step, now: Instant) {
+        assert!(
+            self.ended.is_none(),
+            "the connection step went on after it ended"
+        );
+        self.awaiting = None;
+        match step {
+            Step::Await(id) => {
+                assert!(
+                    session.is_pending(&id),
+                    "the step waits for a request never sent"
+                );
+                assert!(
+                    self.requests.len() < MAX_STEP_REQUESTS,
+                    "the connection step sent more than {MAX_STEP_REQUESTS} requests"
+                );
+                self.awaiting = Some((id, now));
+            }
+            Step::Connected(connected) => {
+                assert_eq!(
+                    session.era(),
+                    Some(connected.era),
+                    "the session's era differs"
+                );
+                self.ended = Some(Some(connected.era));
+            }
+            Step::Failed(error) => {
+                assert!(!error.to_string().is_empty(), "an error without a message");
+                assert_eq!(session.era(), None, "failed, yet the session has an era");
+                self.ended = Some(None);
+            }
+        }
+    }
 }
 
 /// What the property knows about the requests it started.
@@ -144,6 +277,12 @@ struct Oracle {
     ended: HashMap<RequestId, &'static str>,
     /// Every request id the session wrote.
     sent: HashSet<String>,
+    /// The connection step, when the program runs one.
+    step: Option<Connecting>,
+    /// The bodies of the answers the program wrote, by id.
+    answers: HashMap<RequestId, Vec<Value>>,
+    /// The method of every request the session wrote, by id.
+    methods: HashMap<RequestId, String>,
 }
 
 impl Oracle {
@@ -166,11 +305,129 @@ impl Oracle {
         }
     }
 
-    fn drain(&mut self, session: &mut Session) {
+    /// The request the connection step waits for.
+    fn awaited(&self) -> Option<&RequestId> {
+        self.step.as_ref()?.awaiting.as_ref().map(|(id, _)| id)
+    }
+
+    /// Request `id` ended with `outcome`: to the connection step, if it is the one it waits
+    /// for.
+    fn route_to_step(
+        &mut self,
+        session: &mut Session,
+        id: &RequestId,
+        outcome: Result<Value, Error>,
+        now: Instant,
+    ) {
+        let Some(connecting) = self.step.as_mut() else {
+            return;
+        };
+        if let Some(step) = connecting.handshake.on_outcome(session, id, outcome, now) {
+            connecting.took(session, step, now);
+            self.step_moved(session);
+        }
+    }
+
+    /// The connection step sent a new request, or ended: check what it claims.
+    fn step_moved(&mut self, session: &Session) {
+        let Some(connecting) = self.step.as_mut() else {
+            return;
+        };
+        if let Some((id, _)) = &connecting.awaiting {
+            let id = id.clone();
+            connecting.requests.push(id.clone());
+            self.started(&id);
+            return;
+        }
+        let Some(Some(era)) = connecting.ended else {
+            return;
+        };
+        // Only answers the program wrote (op 1) can justify an era: the arbitrary lines are
+        // too short to hold one, and the canned ones hold none.
+        let version = session.protocol_version();
+        let (method, justifies): (&str, &dyn Fn(&Value) -> bool) = match era {
+            Era::Modern => {
+                assert!(
+                    MODERN_PROTOCOL_VERSIONS.contains(&version),
+                    "modern {version:?}"
+                );
+                ("server/discover", &|body: &Value| {
+                    body["result"]["supportedVersions"]
+                        .as_array()
+                        .is_some_and(|vs| vs.iter().any(|v| v == version))
+                })
+            }
+            Era::Legacy => {
+                assert!(
+                    PROTOCOL_VERSIONS.contains(&version),
+                    "handshake-era {version:?}"
+                );
+                ("initialize", &|body: &Value| {
+                    body["result"]["protocolVersion"] == version
+                })
+            }
+        };
+        let justified = connecting.requests.iter().any(|id| {
+            self.methods.get(id).is_some_and(|m| m == method)
+                && self
+                    .answers
+                    .get(id)
+                    .is_some_and(|bodies| bodies.iter().any(justifies))
+        });
+        assert!(
+            justified,
+            "{era:?} {version} without an answer that says so"
+        );
+    }
+
+    /// After each operation: the step waits only for a pending request within its deadline;
+    /// `notifications/initialized` only after a handshake-era connection.
+    fn check_step(&self, session: &Session, now: Instant) {
+        let Some(connecting) = &self.step else {
+            return;
+        };
+        if let Some((id, sent)) = &connecting.awaiting {
+            assert!(
+                session.is_pending(id),
+                "the step waits for {id:?}, which has ended"
+            );
+            assert!(
+                now < *sent + INIT_TIMEOUT,
+                "the step waits past its deadline"
+            );
+        }
+        let expected = usize::from(connecting.ended == Some(Some(Era::Legacy)));
+        assert!(
+            connecting.initialized <= expected,
+            "notifications/initialized sent {} times",
+            connecting.initialized
+        );
+    }
+
+    /// The server died while request `id` was pending.
+    fn died(&mut self, session: &mut Session, id: &RequestId, now: Instant) {
+        let dead = Error::ServerExited {
+            status: None,
+            stderr_tail: String::new(),
+        };
+        self.route_to_step(session, id, Err(dead), now);
+    }
+
+    fn drain(&mut self, session: &mut Session, now: Instant) {
         while let Some(event) = session.next_event() {
             match event {
-                Event::Answered { id, .. } => self.ended(&id, "answered"),
-                Event::TimedOut { id, .. } => self.ended(&id, "timed out"),
+                Event::Answered { id, result } => {
+                    self.ended(&id, "answered");
+                    self.route_to_step(session, &id, result.map_err(Error::Rpc), now);
+                }
+                Event::TimedOut {
+                    id,
+                    method,
+                    elapsed,
+                } => {
+                    self.ended(&id, "timed out");
+                    self.route_to_step(session, &id, Err(Error::Timeout { method, elapsed }), now);
+                }
                 Event::Progress { id, .. } => {
                     assert!(self.order.contains(&id), "progress for unknown {id:?}");
                     assert!(!self.ended.contains_key(&id), "progress after {id:?} ended");
@@ -182,12 +439,24 @@ impl Oracle {
         while let Some(message) = session.next_outbound() {
             let line: Value = serde_json::from_slice(&message.to_line())
                 .unwrap_or_else(|e| panic!("the session wrote an unreadable message: {e}"));
-            if line.get("method").is_some() {
+            let method = line
+                .get("method")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            if !method.is_empty() {
                 if let Some(id) = line.get("id") {
                     assert!(
                         self.sent.insert(id.to_string()),
                         "request id {id} sent twice"
                     );
+                    if let Some(id) = RequestId::from_value(id) {
+                        self.methods.insert(id, method.to_owned());
+                    }
+                }
+            }
+            if method == "notifications/initialized" {
+                if let Some(connecting) = self.step.as_mut() {
+                    connecting.initialized += 1;
                 }
             }
         }

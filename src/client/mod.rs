@@ -13,6 +13,7 @@ mod builder;
 mod connect;
 mod era;
 mod exchange;
+mod handshake;
 #[cfg(any(test, feature = "internals"))]
 mod internals;
 mod io_thread;
@@ -20,6 +21,7 @@ mod link;
 mod options;
 mod process;
 mod retry;
+mod rounds;
 mod session;
 mod shared;
 mod tasks;
@@ -235,10 +237,7 @@ impl Client {
             return Ok(());
         }
         // `connect` starts the session's new connection itself: the old era is its hint.
-        let connected = self.connect();
-        self.session.forget_probe();
-        self.session.take_late_probe();
-        if let Err(e) = connected {
+        if let Err(e) = self.connect() {
             self.close();
             return Err(e);
         }
@@ -549,7 +548,7 @@ impl Exchange for Client {
         retrying: bool,
     ) -> Result<Value, Error> {
         self.restart_if_dead(retrying)?;
-        self.request_once(method, params, options, false)
+        self.request_once(method, params, options)
     }
 
     fn fulfil(&mut self, input: &Asked) -> Result<Value, String> {

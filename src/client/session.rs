@@ -150,8 +150,8 @@ pub(crate) struct Session {
     cancelled: VecDeque<RequestId>,
     /// The id of a `server/discover` probe whose late answer may still decide the era.
     probe: Option<RequestId>,
-    /// That late answer, when it came.
-    late_probe: Option<Result<Value, ErrorObject>>,
+    /// That late answer, with the probe's id, when it came.
+    late_probe: Option<(RequestId, Result<Value, ErrorObject>)>,
     /// `(interval, timeout)` of the heartbeat, when on.
     heartbeat: Option<(Duration, Duration)>,
     /// The outstanding heartbeat ping and when it was sent.
@@ -252,6 +252,12 @@ impl Session {
         self.pending.len()
     }
 
+    /// Whether request `id` waits for an answer.
+    #[cfg(any(test, feature = "internals"))]
+    pub(crate) fn is_pending(&self, id: &RequestId) -> bool {
+        self.pending.contains_key(id)
+    }
+
     /// When the next pending request times out, if any is pending.
     #[cfg(any(test, feature = "internals"))]
     pub(crate) fn next_due(&self) -> Option<Instant> {
@@ -315,8 +321,8 @@ impl Session {
         self.probe = None;
     }
 
-    /// The answer to the probe that came after its timeout, if any.
-    pub(crate) fn take_late_probe(&mut self) -> Option<Result<Value, ErrorObject>> {
+    /// The answer to the probe that came after its timeout, if any, with the probe's id.
+    pub(crate) fn take_late_probe(&mut self) -> Option<(RequestId, Result<Value, ErrorObject>)> {
         self.late_probe.take()
     }
 
@@ -508,7 +514,7 @@ impl Session {
             }
             if self.probe.as_ref() == Some(id) {
                 // The answer to a discover probe that timed out: it may still decide the era.
-                self.late_probe = Some(response.result);
+                self.late_probe = Some((id.clone(), response.result));
                 return;
             }
             if self.cancelled.contains(id) {

@@ -200,7 +200,7 @@ fn initialize_and_the_probe_are_never_cancelled() {
         r#"{"jsonrpc":"2.0","id":2,"result":{"supportedVersions":["2026-07-28"]}}"#,
         later,
     );
-    assert!(matches!(s.take_late_probe(), Some(Ok(_))));
+    assert!(matches!(s.take_late_probe(), Some((_, Ok(_)))));
 }
 
 #[test]

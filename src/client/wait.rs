@@ -47,27 +47,35 @@ pub(super) struct Waiting<'a, 'b> {
 
 impl Client {
     /// One attempt: send, and wait for the answer or the deadline (the session then cancels
-    /// it). `probe`: this is the discover probe (see [`Session::mark_probe`]).
-    ///
-    /// [`Session::mark_probe`]: super::session::Session::mark_probe
+    /// it).
     pub(super) fn request_once(
         &mut self,
         method: &str,
         params: Option<Value>,
         options: &mut RequestOptions<'_>,
-        probe: bool,
     ) -> Result<Value, Error> {
         self.check_usable()?;
         let timing = self.timing(options, Instant::now());
         let wants_progress = options.progress.is_some();
         let id = self.session.start(method, params, wants_progress, timing);
-        if probe {
-            self.session.mark_probe(&id);
-        }
         self.flush_outbox();
+        self.await_outcome(&id, options.progress.as_deref_mut())
+    }
+
+    /// Waits for request `id` (already started) to end: its answer, its timeout, or why the
+    /// server can no longer answer (the request then ends here).
+    pub(super) fn await_outcome<'a, 'b>(
+        &mut self,
+        id: &RequestId,
+        progress: Option<&'a mut (dyn FnMut(&Progress) + 'b)>,
+    ) -> Result<Value, Error> {
+        if let Err(e) = self.check_usable() {
+            self.session.forget(id);
+            return Err(e);
+        }
         let mut waiting = Waiting {
             id: id.clone(),
-            progress: options.progress.as_deref_mut(),
+            progress,
             outcome: None,
         };
         let ran = self.run(None, Some(&mut waiting), Until::Response);
@@ -75,7 +83,7 @@ impl Client {
             return outcome;
         }
         // The server died or the client closed: the request ends here, unanswered.
-        self.session.forget(&id);
+        self.session.forget(id);
         ran.and(Err(Error::Closed))
     }
 
