@@ -110,10 +110,11 @@ impl Wrapper {
         self
     }
 
-    /// Whether lines reach the server one at a time, the next only once the server took the
-    /// last out of its stdin pipe (on by default). Pacing is what keeps a server whose
-    /// buffered reader over-reads from sleeping on a request it already holds; it costs a few
-    /// microseconds per message (BENCHMARKS.md).
+    /// Whether lines reach a new server one at a time, the next only once the server took the
+    /// last out of its stdin pipe, until a probe (two requests in one write, both answered)
+    /// shows it handles lines that arrive together (on by default). Pacing is what keeps a
+    /// server whose buffered reader over-reads from sleeping on a request it already holds;
+    /// once the probe passed it costs nothing (BENCHMARKS.md).
     pub fn pacing(mut self, on: bool) -> Wrapper {
         self.pacing = on;
         self
