@@ -204,7 +204,9 @@ MCP_STREAMS.update({
     "tasks-legacy-undeclared": INIT + INITIALIZED + tcall(1, "nap", {}, {}) + treq(2, "tasks/get", {"taskId": "x"}) + treq(3, "tasks/list", {}),
     "tasks-legacy-cancel-call": INIT_TASKS + tcall(1, "nap", {"ms": 3}, {}) + line({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}) + b"\n" + treq(2, "tasks/result", {"taskId": "x"}) + treq(3, "tasks/list", {}),
     "tasks-modern": tcall(1, "nap", {"ms": 1}, None, TASKS_META) + tcall(2, "ntask", {}, None, TASKS_META) + tcall(3, "ntask", {}, None, MODERN_META) + treq(4, "tasks/list", {}, TASKS_META) + treq(5, "tasks/update", {"taskId": "x", "inputResponses": {"a": {}}}, TASKS_META) + treq(6, "tasks/get", {"taskId": "x"}, MODERN_META),
-    "tasks-modern-bad-ids": b"".join(treq(10 + i * 4 + j, m, {"taskId": tid}, TASKS_META) for i, tid in enumerate(BAD_IDS) for j, m in enumerate(EVERY_TASK_METHOD)),
+    # Two halves: fuzz.sh caps inputs at 4096 bytes.
+    "tasks-modern-bad-ids-1": b"".join(treq(10 + i * 4 + j, m, {"taskId": tid}, TASKS_META) for i, tid in enumerate(BAD_IDS[:4]) for j, m in enumerate(EVERY_TASK_METHOD)),
+    "tasks-modern-bad-ids-2": b"".join(treq(10 + i * 4 + j, m, {"taskId": tid}, TASKS_META) for i, tid in enumerate(BAD_IDS[4:]) for j, m in enumerate(EVERY_TASK_METHOD)),
     "tasks-modern-task-field": tcall(1, "nap", {}, {"ttl": 5}, TASKS_META) + tcall(2, "echo", {"text": "e"}, {}, TASKS_META) + treq(3, "tasks/update", {"taskId": "x", "inputResponses": 5}, TASKS_META) + treq(4, "tasks/cancel", {"taskId": "x"}, None),
 })
 for name, data in MCP_STREAMS.items():
