@@ -1,7 +1,9 @@
 //! Calling a tool as a task (MCP 2025-11-25 tasks; the 2026-07-28 extension
 //! `io.modelcontextprotocol/tasks`): start it, poll its status with a backoff that never polls
 //! faster than the server's poll interval, give it the inputs it asks for, fetch its outcome,
-//! and cancel it when the caller's deadline passes.
+//! and cancel it when the caller's deadline passes. Written once for [`Client`] and
+//! [`SharedClient`](super::SharedClient) over [`Exchange`] (plus [`Tasks`] for the declared
+//! capabilities), as `exchange.rs` is for plain requests.
 //!
 //! Both eras behind one API:
 //! - 2025-11-25: `tools/call` with `params.task` (`{ttl?}`); the answer holds `task`; polls
