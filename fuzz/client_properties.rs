@@ -4,11 +4,12 @@
 use serde_json::Value;
 
 /// `client_responses`: the first byte picks the mode (bit 0: the server stays until its stdin
-/// closes instead of exiting at once; bit 1: the modern era instead of the handshake era), the
-/// rest is everything the server writes on stdout. The client must not panic, must return
-/// from the handshake, a request and `close` within their deadlines, must only report a
-/// handshake-era connection when the output held an `initialize` result with a version it
-/// speaks, and must leave no process behind.
+/// closes instead of exiting at once; bit 1: the modern era instead of the handshake era;
+/// bit 2: the request is `call_tool_as_task`, which polls, fetches the outcome and cancels at
+/// its deadline, instead of `list_tools`), the rest is everything the server writes on stdout.
+/// The client must not panic, must return from the handshake, a request and `close` within
+/// their deadlines, must only report a handshake-era connection when the output held an
+/// `initialize` result with a version it speaks, and must leave no process behind.
 pub(crate) fn client_responses(data: &[u8]) {
     use mcpipe::{Client, Era};
     use std::sync::atomic::{AtomicU64, Ordering};
@@ -67,12 +68,22 @@ pub(crate) fn client_responses(data: &[u8]) {
                 );
             }
             let began = Instant::now();
-            if let Err(e) = client.list_tools() {
+            let outcome = if mode & 4 == 0 {
+                client.list_tools().map(drop)
+            } else {
+                let options = mcpipe::TaskOptions::new()
+                    .deadline(Duration::from_millis(300))
+                    .max_poll_interval(Duration::from_millis(50));
+                client
+                    .call_tool_as_task("t", serde_json::json!({}), options)
+                    .map(drop)
+            };
+            if let Err(e) = outcome {
                 assert!(!e.to_string().is_empty());
             }
             assert!(
                 began.elapsed() < bound,
-                "list_tools took {:?}",
+                "the request took {:?}",
                 began.elapsed()
             );
             let pid = client.pid();

@@ -175,6 +175,40 @@ MCP_STREAMS = {
     "concurrent-cancel": INIT + call(1, "nap", {"ms": 3}) + call(2, "nap", {"ms": 2}) + line({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}) + b"\n" + line({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "nap", "arguments": {}, "_meta": {"progressToken": 9}}}) + b"\n",
     "concurrent-modern": line({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "nap", "arguments": {"ms": 1}, "_meta": MODERN_META}}) + b"\n" + line({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "cpanic", "arguments": {}, "_meta": MODERN_META}}) + b"\n",
 }
+
+# Tasks (issue 15): `nap` allows tasks, `ntask` requires one, `echo` forbids them. Task ids are
+# made by the server (unguessable), so these reach the task store through the call that makes
+# a task, `tasks/list`, and every error path (unknown or malformed ids, a client that did not
+# declare tasks, a task on a tool that forbids one, bad `task` / `ttl` shapes), in both
+# revisions. A task still running at end of input is cancelled and every waiting
+# `tasks/result` answered, so the answer count holds.
+INIT_TASKS = line({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {"tasks": {"requests": {"elicitation": {"create": {}}}}}, "clientInfo": {"name": "fuzz", "version": "0"}}}) + b"\n"
+def tcall(i, name, args, task, meta=None):
+    params = {"name": name, "arguments": args}
+    if task is not None:
+        params["task"] = task
+    if meta is not None:
+        params["_meta"] = meta
+    return line({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": params}) + b"\n"
+def treq(i, method, params, meta=None):
+    if meta is not None:
+        params = dict(params, _meta=meta)
+    return line({"jsonrpc": "2.0", "id": i, "method": method, "params": params}) + b"\n"
+TASKS_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}}
+EVERY_TASK_METHOD = ["tasks/get", "tasks/result", "tasks/cancel", "tasks/update"]
+BAD_IDS = ["no-such-task", "", 7, None, {"a": 1}, ["task-1"], "task-1-" + "0" * 32, "\u0000"]
+MCP_STREAMS.update({
+    "tasks-legacy": INIT_TASKS + INITIALIZED + tcall(1, "nap", {"ms": 2}, {"ttl": 60000}) + tcall(2, "nap", {}, {}) + treq(3, "tasks/list", {}) + treq(4, "tasks/list", {"cursor": "zz"}) + tcall(5, "ntask", {}, {}) + tcall(6, "echo", {"text": "t"}, {}) + tcall(7, "ntask", {}, None),
+    "tasks-legacy-bad-ids": INIT_TASKS + b"".join(treq(10 + i * 4 + j, m, {"taskId": tid}) for i, tid in enumerate(BAD_IDS) for j, m in enumerate(EVERY_TASK_METHOD)) + treq(99, "tasks/get", {}),
+    "tasks-legacy-bad-shapes": INIT_TASKS + tcall(1, "nap", {}, {"ttl": -5}) + tcall(2, "nap", {}, {"ttl": "long"}) + tcall(3, "nap", {}, 5) + tcall(4, "nap", {}, []) + tcall(5, "nap", {}, {"ttl": 1e300}) + tcall(6, "nope", {}, {}) + tcall(7, "cpanic", {}, {}),
+    "tasks-legacy-undeclared": INIT + INITIALIZED + tcall(1, "nap", {}, {}) + treq(2, "tasks/get", {"taskId": "x"}) + treq(3, "tasks/list", {}),
+    "tasks-legacy-cancel-call": INIT_TASKS + tcall(1, "nap", {"ms": 3}, {}) + line({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}) + b"\n" + treq(2, "tasks/result", {"taskId": "x"}) + treq(3, "tasks/list", {}),
+    "tasks-modern": tcall(1, "nap", {"ms": 1}, None, TASKS_META) + tcall(2, "ntask", {}, None, TASKS_META) + tcall(3, "ntask", {}, None, MODERN_META) + treq(4, "tasks/list", {}, TASKS_META) + treq(5, "tasks/update", {"taskId": "x", "inputResponses": {"a": {}}}, TASKS_META) + treq(6, "tasks/get", {"taskId": "x"}, MODERN_META),
+    # Two halves: fuzz.sh caps inputs at 4096 bytes.
+    "tasks-modern-bad-ids-1": b"".join(treq(10 + i * 4 + j, m, {"taskId": tid}, TASKS_META) for i, tid in enumerate(BAD_IDS[:4]) for j, m in enumerate(EVERY_TASK_METHOD)),
+    "tasks-modern-bad-ids-2": b"".join(treq(10 + i * 4 + j, m, {"taskId": tid}, TASKS_META) for i, tid in enumerate(BAD_IDS[4:]) for j, m in enumerate(EVERY_TASK_METHOD)),
+    "tasks-modern-task-field": tcall(1, "nap", {}, {"ttl": 5}, TASKS_META) + tcall(2, "echo", {"text": "e"}, {}, TASKS_META) + treq(3, "tasks/update", {"taskId": "x", "inputResponses": 5}, TASKS_META) + treq(4, "tasks/cancel", {"taskId": "x"}, None),
+})
 for name, data in MCP_STREAMS.items():
     write("server_loop_mcp", name, data)
 
@@ -193,6 +227,9 @@ SESSION_STREAMS = {
     "cancel-queued": req(1, "echo", {}) + req(2, "echo", {}) + cancel(2) + req(3, "later", [1]),
     "bad-and-batch": b"{oops\n" + b"[" + line({"jsonrpc": "2.0", "id": 7, "method": "later", "params": {}}) + b"," + line({"jsonrpc": "2.0", "id": 8, "method": "echo"}) + b"]\n" + b"[]\n" + req(9, "echo", {}),
     "response-and-unknown-cancel": line({"jsonrpc": "2.0", "id": 40, "result": {}}) + b"\n" + cancel(99) + req(1, "later", {}),
+    # Task-shaped traffic (the session knows no tasks: each is one request, answered once).
+    "task-shaped": req(1, "tools/call", {"name": "nap", "arguments": {}, "task": {"ttl": 1000}}) + req(2, "tasks/get", {"taskId": "t"}) + req(3, "tasks/result", {"taskId": "t"}) + cancel(3) + req(4, "tasks/list", {"cursor": None}) + req(5, "tasks/cancel", {"taskId": 5}) + req(6, "tasks/update", {"taskId": "t", "inputResponses": {}}),
+    "task-shaped-later": req(1, "later", {"task": {"ttl": 5}}) + req(2, "later", "drop") + req("t", "slow", {"taskId": ""}) + cancel("t"),
 }
 for name, data in SESSION_STREAMS.items():
     write("server_session", name, bytes([60, 0, 6]) + data)
@@ -226,3 +263,41 @@ write("client_responses", "modern-discover", bytes([2]) + DISCOVER + TOOLS)
 write("client_responses", "modern-discover-stay", bytes([3]) + DISCOVER + TOOLS)
 write("client_responses", "modern-unsupported", bytes([3]) + line({"jsonrpc": "2.0", "id": 1, "error": {"code": -32022, "message": "v", "data": {"supported": ["2026-07-28"], "requested": "x"}}}) + b"\n")
 write("client_responses", "modern-input-required", bytes([3]) + DISCOVER + line({"jsonrpc": "2.0", "id": 2, "result": {"resultType": "input_required", "inputRequests": {"r": {"method": "roots/list", "params": {}}}, "requestState": "s"}}) + b"\n")
+
+# Tasks (mode bit 2: the client calls tool "t" as a task). The client's ids: the handshake 1,
+# the call 2, then one per poll / outcome / cancel. A status that is not final makes the client
+# pause, which reads the rest of the output (answers to later ids then arrive too early), so the
+# seeds that go further end the task at once.
+def answer(i, result):
+    return line({"jsonrpc": "2.0", "id": i, "result": result}) + b"\n"
+DONE = {"content": [{"type": "text", "text": "ok"}]}
+LEGACY_TASK = {
+    "completed": answer(2, {"task": {"taskId": "t1", "status": "completed"}}) + answer(3, DONE),
+    "failed": answer(2, {"task": {"taskId": "t1", "status": "failed"}}) + line({"jsonrpc": "2.0", "id": 3, "error": {"code": -32603, "message": "failed"}}) + b"\n",
+    "cancelled": answer(2, {"task": {"taskId": "t1", "status": "cancelled"}}),
+    "working-then-polls": answer(2, {"task": {"taskId": "t1", "status": "working", "pollInterval": 10}}) + answer(3, {"taskId": "t1", "status": "working"}) + answer(4, {"taskId": "t1", "status": "completed"}) + answer(5, DONE),
+    "huge-poll-interval": answer(2, {"task": {"taskId": "t1", "status": "working", "pollInterval": 18446744073709551615}}),
+    "bad-poll-interval": answer(2, {"task": {"taskId": "t1", "status": "working", "pollInterval": -1.5}}),
+    "bad-task-id": answer(2, {"task": {"taskId": 7, "status": "working"}}),
+    "task-not-object": answer(2, {"task": "t1"}),
+    "no-task": answer(2, DONE),
+    "unknown-status": answer(2, {"task": {"taskId": "t1", "status": "sleeping"}}),
+    "refused": line({"jsonrpc": "2.0", "id": 2, "error": {"code": -32601, "message": "no tasks"}}) + b"\n",
+}
+for name, data in LEGACY_TASK.items():
+    write("client_responses", "task-" + name, bytes([4]) + INIT_RESULT + data)
+    write("client_responses", "task-stay-" + name, bytes([5]) + INIT_RESULT + data)
+MODERN_TASK = {
+    "completed-inline": answer(2, {"resultType": "task", "taskId": "t", "status": "completed"}) + answer(3, {"resultType": "complete", "taskId": "t", "status": "completed", "result": DONE}),
+    "failed-inline": answer(2, {"resultType": "task", "taskId": "t", "status": "failed", "error": {"code": -32000, "message": "x", "data": [1]}}),
+    "failed-malformed-error": answer(2, {"resultType": "task", "taskId": "t", "status": "failed", "error": "boom"}),
+    "ended-without-outcome": answer(2, {"resultType": "task", "taskId": "t", "status": "completed"}) + answer(3, {"resultType": "complete", "taskId": "t", "status": "completed"}),
+    "input-required": answer(2, {"resultType": "task", "taskId": "t", "status": "input_required", "inputRequests": {"r": {"method": "roots/list", "params": {}}, "e": {"method": "elicitation/create", "params": {"message": "?"}}}}) + answer(3, {}),
+    "input-required-malformed": answer(2, {"resultType": "task", "taskId": "t", "status": "input_required", "inputRequests": [1, 2]}),
+    "plain-answer": answer(2, dict(DONE, resultType="complete")),
+    "unknown-result-type": answer(2, {"resultType": "later", "taskId": "t"}),
+    "refused": line({"jsonrpc": "2.0", "id": 2, "error": {"code": -32021, "message": "missing capability", "data": {"requiredCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}}}}) + b"\n",
+}
+for name, data in MODERN_TASK.items():
+    write("client_responses", "task-modern-" + name, bytes([6]) + DISCOVER + data)
+    write("client_responses", "task-modern-stay-" + name, bytes([7]) + DISCOVER + data)

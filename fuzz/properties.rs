@@ -577,7 +577,8 @@ pub(crate) fn run_loop_built<H: Handler + 'static>(
 /// resource and a prompt.
 fn mcp_server() -> mcpipe::McpServer<u64> {
     use mcpipe::{
-        Content, McpServer, Prompt, PromptMessage, Resource, ResourceContents, Tool, ToolResult,
+        Content, McpServer, Prompt, PromptMessage, Resource, ResourceContents, TaskSupport, Tool,
+        ToolResult,
     };
     McpServer::new("fuzz", "0", 0u64)
         .tool(
@@ -594,14 +595,22 @@ fn mcp_server() -> mcpipe::McpServer<u64> {
             panic!("the fuzz tool panics on purpose")
         })
         // Concurrent tools: answered later, from the worker pool (a responder), in any order.
+        // `nap` also runs as a task when asked (so the server declares tasks and the fuzzer
+        // reaches `tasks/*`); `ntask` must be one.
         .concurrent_tool(
-            Tool::new("nap", "nap").optional_arg("ms", "integer", "ms"),
+            Tool::new("nap", "nap")
+                .optional_arg("ms", "integer", "ms")
+                .task_support(TaskSupport::Optional),
             |args, cx| {
                 let ms = args.integer_or("ms", 0)?.clamp(0, 3) as u64;
                 cx.progress(0.5, None, None)?;
                 cx.sleep(std::time::Duration::from_millis(ms))?;
                 Ok(ToolResult::text("napped"))
             },
+        )
+        .concurrent_tool(
+            Tool::new("ntask", "ntask").task_support(TaskSupport::Required),
+            |_, _| Ok(ToolResult::text("tasked")),
         )
         .concurrent_tool(Tool::new("cpanic", "cpanic"), |_, _| {
             panic!("the fuzz tool panics on purpose")

@@ -114,6 +114,11 @@ fn server_loop_mcp_corpus_and_regressions_hold() {
 }
 
 #[test]
+fn server_session_corpus_and_regressions_hold() {
+    replay("server_session", properties::server_session);
+}
+
+#[test]
 fn client_responses_corpus_and_regressions_hold() {
     replay("client_responses", properties::client_responses);
 }

@@ -72,6 +72,14 @@ pub(crate) fn judge_discover(
             if let Some(version) = best_common(&others, &supported) {
                 return Verdict::Retry { version };
             }
+            // A rejection that names the asked version as supported (a transient refusal, as
+            // the conformance suite's request-metadata scenario sends): ask once more with it;
+            // the caller retries only once, so this cannot loop.
+            if supported.iter().any(|v| v == asked) && known.iter().any(|k| k == asked) {
+                return Verdict::Retry {
+                    version: asked.to_owned(),
+                };
+            }
             let speaks_legacy = supported
                 .iter()
                 .any(|v| PROTOCOL_VERSIONS.contains(&v.as_str()));
@@ -276,6 +284,17 @@ mod tests {
         );
         assert_eq!(
             judge_discover(&answer, "2099-01-01", &known),
+            Verdict::Retry {
+                version: String::from("2026-07-28")
+            }
+        );
+    }
+
+    #[test]
+    fn a_rejection_naming_the_asked_version_is_retried_with_it() {
+        let answer = unsupported(json!({"supported": ["2026-07-28"], "requested": "2026-07-28"}));
+        assert_eq!(
+            judge_discover(&answer, "2026-07-28", &known()),
             Verdict::Retry {
                 version: String::from("2026-07-28")
             }

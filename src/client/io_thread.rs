@@ -20,6 +20,7 @@ impl Client {
             pid: self.pid(),
             initialize_result: self.initialize_result.clone(),
             discover_result: self.discover_result.clone(),
+            capabilities: self.session.capabilities().clone(),
         }
     }
 

@@ -118,6 +118,8 @@ pub(super) struct View {
     pub(super) pid: Option<u32>,
     pub(super) initialize_result: Value,
     pub(super) discover_result: Value,
+    /// The capabilities the client declared (the task helpers declare them again).
+    pub(super) capabilities: Value,
 }
 
 /// What the handles, the calls and the IO thread share.

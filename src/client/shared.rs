@@ -24,6 +24,7 @@ use super::link::{self, lock, Call, Command, Link, LinkState, Plan, View};
 use super::options::RequestOptions;
 use super::process::{Shutdown, ShutdownStage};
 use super::retry::{self, RetryPolicy};
+use super::tasks::{self, TaskOptions, TaskStart, Tasks};
 use super::{Client, ClientBuilder, ClientStats};
 use crate::error::Error;
 use crate::message::Notification;
@@ -369,6 +370,82 @@ impl SharedClient {
         self.request("prompts/get", Some(params), RequestOptions::new())
     }
 
+    /// As [`Client::call_tool_as_task`]: starts the tool as a task, polls it on this thread
+    /// (backing off, never faster than the server's poll interval; other threads' requests go
+    /// on meanwhile, and the IO thread answers a 2025-11-25 task's live questions through the
+    /// callbacks), and returns its result; past the deadline the task is cancelled.
+    ///
+    /// # Errors
+    /// As [`Client::call_tool_as_task`].
+    ///
+    /// # Example
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use mcpipe::{Client, TaskOptions};
+    /// use serde_json::json;
+    ///
+    /// let client = Client::builder("mcpipe").arg("demo").spawn_shared()?;
+    /// let threads: Vec<_> = (0..3)
+    ///     .map(|_| {
+    ///         let client = client.clone();
+    ///         std::thread::spawn(move || {
+    ///             let options = TaskOptions::new().deadline(Duration::from_secs(60));
+    ///             client.call_tool_as_task("sleep", json!({"ms": 1000}), options)
+    ///         })
+    ///     })
+    ///     .collect();
+    /// for thread in threads {
+    ///     let result = thread.join().expect("no panic")?;
+    ///     eprintln!("{}", result["content"][0]["text"]);
+    /// }
+    /// # Ok::<(), mcpipe::Error>(())
+    /// ```
+    pub fn call_tool_as_task(
+        &self,
+        name: &str,
+        arguments: Value,
+        options: TaskOptions,
+    ) -> Result<Value, Error> {
+        let mut caller = self.caller();
+        caller.not_on_io_thread()?;
+        tasks::call_as_task(&mut caller, name, arguments, &options)
+    }
+
+    /// As [`Client::start_task`].
+    ///
+    /// # Errors
+    /// As [`Client::start_task`].
+    pub fn start_task(
+        &self,
+        name: &str,
+        arguments: Value,
+        ttl: Option<Duration>,
+    ) -> Result<TaskStart, Error> {
+        let mut caller = self.caller();
+        caller.not_on_io_thread()?;
+        tasks::start(&mut caller, name, arguments, ttl)
+    }
+
+    /// As [`Client::get_task`].
+    ///
+    /// # Errors
+    /// As [`Client::get_task`].
+    pub fn get_task(&self, task_id: &str) -> Result<Value, Error> {
+        let mut caller = self.caller();
+        caller.not_on_io_thread()?;
+        tasks::get(&mut caller, task_id)
+    }
+
+    /// As [`Client::cancel_task`].
+    ///
+    /// # Errors
+    /// As [`Client::cancel_task`].
+    pub fn cancel_task(&self, task_id: &str) -> Result<(), Error> {
+        let mut caller = self.caller();
+        caller.not_on_io_thread()?;
+        tasks::cancel(&mut caller, task_id)
+    }
+
     /// The next notification from the server, waiting up to `timeout` for one (none arrive
     /// here when a notification callback is set).
     pub fn next_notification(&self, timeout: Duration) -> Option<Notification> {
@@ -519,5 +596,11 @@ impl Exchange for Caller<'_> {
 
     fn seed(&mut self) -> &mut u64 {
         &mut self.seed
+    }
+}
+
+impl Tasks for Caller<'_> {
+    fn capabilities(&self) -> Value {
+        self.client.inner.link.view().capabilities.clone()
     }
 }

@@ -1,7 +1,9 @@
 //! Calling a tool as a task (MCP 2025-11-25 tasks; the 2026-07-28 extension
 //! `io.modelcontextprotocol/tasks`): start it, poll its status with a backoff that never polls
 //! faster than the server's poll interval, give it the inputs it asks for, fetch its outcome,
-//! and cancel it when the caller's deadline passes.
+//! and cancel it when the caller's deadline passes. Written once for [`Client`] and
+//! [`SharedClient`](super::SharedClient) over [`Exchange`] (plus [`Tasks`] for the declared
+//! capabilities), as `exchange.rs` is for plain requests.
 //!
 //! Both eras behind one API:
 //! - 2025-11-25: `tools/call` with `params.task` (`{ttl?}`); the answer holds `task`; polls
@@ -16,7 +18,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 
-use super::era::{self, Era};
+use super::era;
+use super::exchange::{self, Exchange};
 use super::options::RequestOptions;
 use super::Client;
 use crate::error::Error;
@@ -103,7 +106,7 @@ fn task_id(task: &Value) -> Result<String, Error> {
         .map(str::to_owned)
         .ok_or_else(|| Error::Protocol {
             reason: String::from("the task has no string taskId"),
-            line: super::exchange::excerpt_of(task),
+            line: exchange::excerpt_of(task),
         })
 }
 
@@ -129,34 +132,187 @@ fn next_pause(backoff: Duration, server: Option<Duration>, max: Duration) -> Dur
     backoff.min(max.max(floor)).max(floor)
 }
 
-impl Client {
-    fn is_modern_connection(&self) -> bool {
-        self.session.era() == Some(Era::Modern)
-    }
+/// What the task helpers need of a client beyond [`Exchange`]: its capabilities, declared
+/// again (with the extension) in each 2026-07-28 task request's `_meta`.
+pub(super) trait Tasks: Exchange {
+    /// The capabilities the client declared.
+    fn capabilities(&self) -> Value;
+}
 
-    /// Under 2026-07-28, `params` with the client's capabilities plus the extension in its
-    /// `_meta` (each task request must declare it); as they are otherwise.
-    fn declaring_tasks(&self, mut params: Value) -> Value {
-        if !self.is_modern_connection() {
-            return params;
+/// Under 2026-07-28, `params` with the client's capabilities plus the extension in its
+/// `_meta` (each task request must declare it); as they are otherwise.
+fn declaring_tasks<T: Tasks + ?Sized>(ex: &T, mut params: Value) -> Value {
+    if !ex.is_modern() {
+        return params;
+    }
+    let mut capabilities = ex.capabilities();
+    if let Value::Object(caps) = &mut capabilities {
+        let extensions = caps.entry("extensions").or_insert_with(|| json!({}));
+        if let Value::Object(extensions) = extensions {
+            extensions.insert(EXTENSION.into(), json!({}));
         }
-        let mut capabilities = self.session.capabilities().clone();
-        if let Value::Object(caps) = &mut capabilities {
-            let extensions = caps.entry("extensions").or_insert_with(|| json!({}));
-            if let Value::Object(extensions) = extensions {
-                extensions.insert(EXTENSION.into(), json!({}));
+    }
+    params["_meta"] = json!({ "io.modelcontextprotocol/clientCapabilities": capabilities });
+    params
+}
+
+/// One whole request (retry policy, deadlines and input rounds as for any other).
+fn request<T: Tasks + ?Sized>(ex: &mut T, method: &str, params: Value) -> Result<Value, Error> {
+    exchange::request(ex, method, Some(params), &mut RequestOptions::new())
+}
+
+/// A `tasks/*` request about one task.
+fn task_request<T: Tasks + ?Sized>(
+    ex: &mut T,
+    method: &str,
+    params: Value,
+) -> Result<Value, Error> {
+    let params = declaring_tasks(ex, params);
+    request(ex, method, params)
+}
+
+/// See [`Client::start_task`].
+pub(super) fn start<T: Tasks + ?Sized>(
+    ex: &mut T,
+    name: &str,
+    arguments: Value,
+    ttl: Option<Duration>,
+) -> Result<TaskStart, Error> {
+    let mut params = exchange::named_params(name, arguments);
+    if ex.is_modern() {
+        params = declaring_tasks(ex, params);
+    } else {
+        let mut task = Map::new();
+        if let Some(ttl) = ttl {
+            let ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+            task.insert("ttl".into(), json!(ms));
+        }
+        params["task"] = Value::Object(task);
+    }
+    let result = request(ex, "tools/call", params)?;
+    let task = if result.get("resultType").and_then(Value::as_str) == Some("task") {
+        let mut task = result;
+        if let Value::Object(map) = &mut task {
+            map.remove("resultType");
+            map.remove("_meta");
+        }
+        task
+    } else if let Some(task) = result.get("task").filter(|t| t.is_object()) {
+        task.clone()
+    } else {
+        return Ok(TaskStart::Done(result));
+    };
+    task_id(&task)?;
+    Ok(TaskStart::Task(task))
+}
+
+/// See [`Client::get_task`].
+pub(super) fn get<T: Tasks + ?Sized>(ex: &mut T, task_id: &str) -> Result<Value, Error> {
+    task_request(ex, "tasks/get", json!({ "taskId": task_id }))
+}
+
+/// See [`Client::cancel_task`].
+pub(super) fn cancel<T: Tasks + ?Sized>(ex: &mut T, task_id: &str) -> Result<(), Error> {
+    task_request(ex, "tasks/cancel", json!({ "taskId": task_id })).map(drop)
+}
+
+/// See [`Client::call_tool_as_task`]. Between polls the client pauses through
+/// [`Exchange::pause`]: a [`Client`] serves its connection meanwhile (so a 2025-11-25 task's
+/// live questions are answered), a shared client's IO thread does that for every caller.
+pub(super) fn call_as_task<T: Tasks + ?Sized>(
+    ex: &mut T,
+    name: &str,
+    arguments: Value,
+    options: &TaskOptions,
+) -> Result<Value, Error> {
+    let started = Instant::now();
+    let deadline = started + options.deadline;
+    let mut task = match start(ex, name, arguments, options.ttl)? {
+        TaskStart::Done(result) => return Ok(result),
+        TaskStart::Task(task) => task,
+    };
+    let id = task_id(&task)?;
+    let mut backoff = poll_interval(&task).unwrap_or(DEFAULT_POLL);
+    loop {
+        match status(&task) {
+            "completed" | "failed" => return outcome(ex, &id, task),
+            "cancelled" => return Err(Error::Cancelled),
+            "input_required" if task.get("inputRequests").is_some() => {
+                if let Err(e) = answer_inputs(ex, &id, &task) {
+                    let _ = cancel(ex, &id);
+                    return Err(e);
+                }
+                // Look again at once: the task runs again.
+                task = get(ex, &id)?;
+                continue;
             }
+            _ => {}
         }
-        params["_meta"] = json!({ "io.modelcontextprotocol/clientCapabilities": capabilities });
-        params
+        let now = Instant::now();
+        if now >= deadline {
+            let _ = cancel(ex, &id);
+            return Err(Error::Timeout {
+                method: format!("tools/call {name} (task {id})"),
+                elapsed: started.elapsed(),
+            });
+        }
+        let server = poll_interval(&task);
+        let pause = next_pause(backoff, server, options.max_poll_interval);
+        ex.pause(pause.min(deadline - now));
+        backoff = backoff.saturating_add(backoff / 2);
+        task = get(ex, &id)?;
     }
+}
 
-    /// A `tasks/*` request about one task.
-    fn task_request(&mut self, method: &str, params: Value) -> Result<Value, Error> {
-        let params = self.declaring_tasks(params);
-        self.request(method, Some(params), RequestOptions::new())
+/// The outcome of a finished task: inlined (2026-07-28) or from `tasks/result`.
+fn outcome<T: Tasks + ?Sized>(ex: &mut T, id: &str, mut task: Value) -> Result<Value, Error> {
+    if ex.is_modern() && task.get("result").is_none() && task.get("error").is_none() {
+        // A task made finished: its handle carries no outcome, `tasks/get` does.
+        task = get(ex, id)?;
     }
+    if let Some(result) = task.get("result") {
+        return Ok(result.clone());
+    }
+    if let Some(error) = task.get("error") {
+        return Err(Error::Rpc(error_object(error)));
+    }
+    if ex.is_modern() {
+        return Err(Error::Protocol {
+            reason: format!("the ended task {id} has neither result nor error"),
+            line: exchange::excerpt_of(&task),
+        });
+    }
+    task_request(ex, "tasks/result", json!({ "taskId": id }))
+}
 
+/// Answers a 2026-07-28 task's `inputRequests` with one `tasks/update`.
+fn answer_inputs<T: Tasks + ?Sized>(ex: &mut T, id: &str, task: &Value) -> Result<(), Error> {
+    let unanswered = |reason: String| Error::InputUnanswered {
+        method: String::from("tasks/update"),
+        reason,
+        result: task.clone(),
+    };
+    let asked = era::input_requests(task).map_err(unanswered)?;
+    let mut responses = Map::new();
+    for input in &asked {
+        let answer = ex.fulfil(input).map_err(unanswered)?;
+        responses.insert(input.key.clone(), answer);
+    }
+    task_request(
+        ex,
+        "tasks/update",
+        json!({ "taskId": id, "inputResponses": responses }),
+    )
+    .map(drop)
+}
+
+impl Tasks for Client {
+    fn capabilities(&self) -> Value {
+        self.session.capabilities().clone()
+    }
+}
+
+impl Client {
     /// Starts `name` as a task: see [`Client::call_tool_as_task`] for the whole round trip.
     ///
     /// # Errors
@@ -167,32 +323,7 @@ impl Client {
         arguments: Value,
         ttl: Option<Duration>,
     ) -> Result<TaskStart, Error> {
-        let mut params = super::exchange::named_params(name, arguments);
-        if self.is_modern_connection() {
-            params = self.declaring_tasks(params);
-        } else {
-            let mut task = Map::new();
-            if let Some(ttl) = ttl {
-                let ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
-                task.insert("ttl".into(), json!(ms));
-            }
-            params["task"] = Value::Object(task);
-        }
-        let result = self.request("tools/call", Some(params), RequestOptions::new())?;
-        let task = if result.get("resultType").and_then(Value::as_str) == Some("task") {
-            let mut task = result;
-            if let Value::Object(map) = &mut task {
-                map.remove("resultType");
-                map.remove("_meta");
-            }
-            task
-        } else if let Some(task) = result.get("task").filter(|t| t.is_object()) {
-            task.clone()
-        } else {
-            return Ok(TaskStart::Done(result));
-        };
-        task_id(&task)?;
-        Ok(TaskStart::Task(task))
+        start(self, name, arguments, ttl)
     }
 
     /// The task's status object (`tasks/get`). Under 2026-07-28 it also holds the outcome
@@ -201,7 +332,7 @@ impl Client {
     /// # Errors
     /// As [`Client::request`] (an unknown task is [`Error::Rpc`] with `-32602`).
     pub fn get_task(&mut self, task_id: &str) -> Result<Value, Error> {
-        self.task_request("tasks/get", json!({ "taskId": task_id }))
+        get(self, task_id)
     }
 
     /// Cancels a task (`tasks/cancel`).
@@ -210,8 +341,7 @@ impl Client {
     /// As [`Client::request`]. A 2025-11-25 server answers `-32602` for a task that already
     /// ended; a 2026-07-28 one acknowledges that too.
     pub fn cancel_task(&mut self, task_id: &str) -> Result<(), Error> {
-        self.task_request("tasks/cancel", json!({ "taskId": task_id }))
-            .map(drop)
+        cancel(self, task_id)
     }
 
     /// Calls a tool as a task and waits for its outcome: starts it ([`Client::start_task`]),
@@ -251,87 +381,7 @@ impl Client {
         arguments: Value,
         options: TaskOptions,
     ) -> Result<Value, Error> {
-        let started = Instant::now();
-        let deadline = started + options.deadline;
-        let mut task = match self.start_task(name, arguments, options.ttl)? {
-            TaskStart::Done(result) => return Ok(result),
-            TaskStart::Task(task) => task,
-        };
-        let id = task_id(&task)?;
-        let mut backoff = poll_interval(&task).unwrap_or(DEFAULT_POLL);
-        loop {
-            match status(&task) {
-                "completed" | "failed" => return self.task_outcome(&id, task),
-                "cancelled" => return Err(Error::Cancelled),
-                "input_required" if task.get("inputRequests").is_some() => {
-                    if let Err(e) = self.answer_task_inputs(&id, &task) {
-                        let _ = self.cancel_task(&id);
-                        return Err(e);
-                    }
-                    // Look again at once: the task runs again.
-                    task = self.get_task(&id)?;
-                    continue;
-                }
-                _ => {}
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                let _ = self.cancel_task(&id);
-                return Err(Error::Timeout {
-                    method: format!("tools/call {name} (task {id})"),
-                    elapsed: started.elapsed(),
-                });
-            }
-            let server = poll_interval(&task);
-            let pause = next_pause(backoff, server, options.max_poll_interval);
-            self.pump(pause.min(deadline - now))?;
-            backoff = backoff.saturating_add(backoff / 2);
-            task = self.get_task(&id)?;
-        }
-    }
-
-    /// The outcome of a finished task: inlined (2026-07-28) or from `tasks/result`.
-    fn task_outcome(&mut self, id: &str, mut task: Value) -> Result<Value, Error> {
-        if self.is_modern_connection()
-            && task.get("result").is_none()
-            && task.get("error").is_none()
-        {
-            // A task made finished: its handle carries no outcome, `tasks/get` does.
-            task = self.get_task(id)?;
-        }
-        if let Some(result) = task.get("result") {
-            return Ok(result.clone());
-        }
-        if let Some(error) = task.get("error") {
-            return Err(Error::Rpc(error_object(error)));
-        }
-        if self.is_modern_connection() {
-            return Err(Error::Protocol {
-                reason: format!("the ended task {id} has neither result nor error"),
-                line: super::exchange::excerpt_of(&task),
-            });
-        }
-        self.task_request("tasks/result", json!({ "taskId": id }))
-    }
-
-    /// Answers a 2026-07-28 task's `inputRequests` with one `tasks/update`.
-    fn answer_task_inputs(&mut self, id: &str, task: &Value) -> Result<(), Error> {
-        let unanswered = |reason: String| Error::InputUnanswered {
-            method: String::from("tasks/update"),
-            reason,
-            result: task.clone(),
-        };
-        let asked = era::input_requests(task).map_err(unanswered)?;
-        let mut responses = Map::new();
-        for input in &asked {
-            let answer = self.fulfil(input).map_err(unanswered)?;
-            responses.insert(input.key.clone(), answer);
-        }
-        self.task_request(
-            "tasks/update",
-            json!({ "taskId": id, "inputResponses": responses }),
-        )
-        .map(drop)
+        call_as_task(self, name, arguments, &options)
     }
 }
 
