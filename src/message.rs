@@ -66,8 +66,14 @@ impl RequestId {
 
     fn write_json(&self, out: &mut Vec<u8>) {
         match &self.0 {
-            IdRepr::Signed(i) => write_display(out, i),
-            IdRepr::Unsigned(u) => write_display(out, u),
+            // serde_json's integer writer: a fraction of `write!`'s formatting machinery.
+            // Serialising an integer into a `Vec` cannot fail, as for a `Value`.
+            IdRepr::Signed(i) => {
+                serde_json::to_writer(&mut *out, i).expect("an integer into a Vec")
+            }
+            IdRepr::Unsigned(u) => {
+                serde_json::to_writer(&mut *out, u).expect("an integer into a Vec")
+            }
             IdRepr::Str(s) => write_json_str(out, s),
         }
     }
@@ -418,6 +424,7 @@ fn invalid(id: Option<RequestId>, why: &str) -> Response {
 /// The members of a JSON object, however the object was read.
 trait Members {
     fn member(&self, name: &str) -> Option<&Value>;
+    /// Moves a member's value out; what the member reads as afterwards is unspecified.
     fn take_member(&mut self, name: &str) -> Option<Value>;
 }
 
@@ -436,8 +443,11 @@ impl Members for BTreeMap<&str, Value> {
         self.get(name)
     }
 
+    /// Leaves `null` in the member's place rather than removing it, which would rebalance
+    /// the tree: this map is dropped once classified, and `classify_members` never reads a
+    /// member it took.
     fn take_member(&mut self, name: &str) -> Option<Value> {
-        self.remove(name)
+        self.get_mut(name).map(std::mem::take)
     }
 }
 
@@ -513,13 +523,6 @@ fn write_json_value(out: &mut Vec<u8>, value: &Value) {
     // Writing a `Value` into a `Vec` cannot fail: `Value` serialisation has no fallible parts
     // (map keys are strings) and `Vec` writes are infallible.
     serde_json::to_writer(&mut *out, value).expect("serialising a Value into a Vec cannot fail");
-}
-
-/// Appends a number's decimal form, without a temporary `String`.
-fn write_display(out: &mut Vec<u8>, n: impl fmt::Display) {
-    use std::io::Write;
-    // Writing into a `Vec` cannot fail.
-    write!(out, "{n}").expect("writing into a Vec cannot fail");
 }
 
 /// Appends a string as a JSON string, without building a `Value`.
