@@ -9,12 +9,14 @@
 //!   the copy stands in for the kernel's copy in `read`).
 //! - `message`: `Message::from_slice` + `Message::write_line` (what the loop does per request
 //!   and response) against `serde_json::from_slice::<Value>` + `serde_json::to_writer` alone.
+//! - `parse`: classifying one `tools/call` line the loop's way (the top level read without a
+//!   `Value` map) against the `Value` path it replaced, which it must match exactly.
 
 use std::hint::black_box;
 
 use divan::counter::BytesCount;
 use divan::Bencher;
-use mcpipe::internals::LineSplitter;
+use mcpipe::internals::{Classified, LineSplitter};
 use mcpipe::{Message, Response};
 use serde_json::Value;
 
@@ -143,5 +145,44 @@ mod message {
                 Message::Response(response).write_line(&mut out);
                 black_box(&out);
             });
+    }
+}
+
+mod parse {
+    use super::*;
+
+    /// One `tools/call` of the demo's `echo` with a text of `TEXT` bytes.
+    fn call<const TEXT: usize>() -> Vec<u8> {
+        format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":12345,\"method\":\"tools/call\",\"params\":{{\"name\":\"echo\",\"arguments\":{{\"text\":\"{}\"}}}}}}",
+            "x".repeat(TEXT)
+        )
+        .into_bytes()
+    }
+
+    fn check(classified: Classified) {
+        let Classified::Single(Ok(Message::Request(req))) = classified else {
+            panic!("not a request");
+        };
+        assert_eq!(req.method, "tools/call");
+        black_box(req);
+    }
+
+    /// The loop's parse: the top level's names borrowed, no `Value` map for it.
+    #[divan::bench(consts = [100, 100_000])]
+    fn lazy_envelope<const TEXT: usize>(bencher: Bencher<'_, '_>) {
+        let line = call::<TEXT>();
+        bencher
+            .counter(BytesCount::of_slice(&line))
+            .bench(|| check(mcpipe::internals::classify(black_box(&line))));
+    }
+
+    /// The `Value` path it replaced (still taken for batches, escaped names and errors).
+    #[divan::bench(consts = [100, 100_000])]
+    fn value_path<const TEXT: usize>(bencher: Bencher<'_, '_>) {
+        let line = call::<TEXT>();
+        bencher
+            .counter(BytesCount::of_slice(&line))
+            .bench(|| check(mcpipe::internals::classify_by_value(black_box(&line))));
     }
 }

@@ -198,6 +198,17 @@ fn is_error_object(e: &Value) -> bool {
 /// write unchanged.
 pub(crate) fn message(line: &[u8]) {
     let classified = internals::classify(line);
+    // The lazy envelope decides, and words every error, exactly as a `Value` for the whole line.
+    let same = match (&classified, &internals::classify_by_value(line)) {
+        (Classified::Single(a), Classified::Single(b)) => a == b,
+        (Classified::Batch(a), Classified::Batch(b)) => a == b,
+        _ => false,
+    };
+    assert!(
+        same,
+        "the lazy envelope and the Value path disagree on {:?}",
+        String::from_utf8_lossy(line)
+    );
     let single = |c: Classified| match c {
         Classified::Single(r) => r,
         Classified::Batch(items) => panic!("a non-array line was classified as a batch {items:?}"),

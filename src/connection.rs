@@ -36,6 +36,14 @@ const WATCHED: usize = 16;
 /// checks for cancellation in a tight loop costs at most a couple of syscalls per millisecond.
 const PEEK_INTERVAL: Duration = Duration::from_millis(1);
 
+/// How long the loop sleeps at most after a short read stood in for the `EAGAIN` read, before
+/// it reads once to confirm the input is empty (see [`Connection::wait`]).
+const CONFIRM_AFTER: Duration = Duration::from_millis(10);
+
+/// The longest run of short reads that stand in for `EAGAIN` between two probes (see
+/// `Connection::skips_left`): at most one read in this many is spent on checking.
+const MAX_SKIPS: u32 = 64;
+
 /// Responses are written once this much has queued up, even mid-burst.
 const FLUSH_AT: usize = 64 * 1024;
 
@@ -89,8 +97,28 @@ pub(crate) struct Connection {
     poll: Poll,
     events: Events,
     /// The kernel may hold unread input: set by a readiness event, cleared only by `WouldBlock`
-    /// (the poller is edge-triggered, so it will not say so again).
+    /// (the poller is edge-triggered, so it will not say so again), or by a short read of a
+    /// pipe when no hang-up was seen.
     input_ready: bool,
+    /// A readiness event on the input said the writer hung up (`HUP`). From then on every
+    /// read goes on until end of file: the hang-up's edge has been consumed, and no later
+    /// event would wake the loop for input left after a short read.
+    input_hup: bool,
+    /// `input_ready` was cleared by a short read rather than by `EAGAIN`: the next wait that
+    /// brings no input event is followed by one confirming read.
+    input_unconfirmed: bool,
+    /// How many short reads may still stand in for `EAGAIN` before the next one is followed
+    /// by a real read again (a probe), and the size of the last such run. Skipping pays when
+    /// the peer is slower than we are (ping-pong: the read would say `EAGAIN`), and costs a
+    /// poll when input arrived while we worked (a stream of small writes): a probe that finds
+    /// bytes ends the runs; one that finds `EAGAIN` doubles the next run, up to `MAX_SKIPS`.
+    skips_left: u32,
+    skip_run: u32,
+    /// The read in progress is such a probe.
+    probing: bool,
+    /// The next read is that confirming read, after a wait that brought no event at all:
+    /// anything it finds was left behind by a short read (counted in `Stats::late_input`).
+    input_confirming: bool,
     /// The kernel may take more output: set by a readiness event, cleared by `WouldBlock`.
     output_writable: bool,
     /// When the last input bytes arrived.
@@ -158,6 +186,12 @@ impl Connection {
             poll,
             events: Events::with_capacity(16),
             input_ready: true,
+            input_hup: false,
+            input_unconfirmed: false,
+            input_confirming: false,
+            skips_left: 0,
+            skip_run: 0,
+            probing: false,
             output_writable: true,
             last_input: Instant::now(),
             inbox,
@@ -180,11 +214,23 @@ impl Connection {
     }
 
     /// One read into the line buffer, never blocking.
+    ///
+    /// A short read of a pipe (see [`Endpoint::short_read_drains`]) clears `input_ready`
+    /// itself, sparing the read that would only say `EAGAIN` — unless the writer was seen to
+    /// hang up (then only end of file ends the reading), or recent reads found that input
+    /// keeps arriving while we work (see `skips_left`).
     pub(crate) fn fill(&mut self) -> Result<Fill, Error> {
         if self.session.input_eof {
             return Ok(Fill::Eof);
         }
-        match self.input.read(self.session.input_space()) {
+        let space = self.session.input_space();
+        let asked = space.len();
+        let result = self.input.read(space);
+        if std::mem::take(&mut self.input_confirming) && result.is_ok() {
+            self.session.stats.late_input += 1;
+        }
+        let probe = std::mem::take(&mut self.probing);
+        match result {
             Ok(0) => {
                 self.session.input_eof = true;
                 Ok(Fill::Eof)
@@ -192,10 +238,29 @@ impl Connection {
             Ok(n) => {
                 self.session.received(n);
                 self.last_input = Instant::now();
+                if probe {
+                    // Input came while we worked: reading first is what pays now.
+                    self.skip_run = 0;
+                    self.skips_left = 0;
+                }
+                if n < asked && !self.input_hup && self.input.short_read_drains() {
+                    if self.skips_left > 0 {
+                        self.skips_left -= 1;
+                        self.input_ready = false;
+                        self.input_unconfirmed = true;
+                    } else {
+                        self.probing = true;
+                    }
+                }
                 Ok(Fill::Bytes(n))
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 self.input_ready = false;
+                self.input_unconfirmed = false;
+                if probe {
+                    self.skip_run = (self.skip_run * 2).clamp(1, MAX_SKIPS);
+                    self.skips_left = self.skip_run;
+                }
                 Ok(Fill::WouldBlock)
             }
             // A tty whose session ended, a socket reset: the input is over.
@@ -360,16 +425,36 @@ impl Connection {
     /// Sleeps until an fd is ready, a signal arrives, or `timeout` passes, then records what
     /// happened. A plain (unpollable) input counts as always ready, so the caller never sleeps
     /// on it.
+    ///
+    /// After a short read stood in for `EAGAIN`, the sleep lasts `CONFIRM_AFTER` at most, and
+    /// a wait without an input event ends with `input_ready` set, so the input is read once
+    /// more: should a short read ever leave bytes behind (a writer that sends packets), they
+    /// are late by milliseconds, never stuck.
     pub(crate) fn wait(&mut self, timeout: Option<Duration>) -> Result<(), Error> {
+        self.input_confirming = false;
+        let timeout = if self.input_unconfirmed {
+            Some(timeout.map_or(CONFIRM_AFTER, |t| t.min(CONFIRM_AFTER)))
+        } else {
+            timeout
+        };
         match self.poll.poll(&mut self.events, timeout) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(()),
             Err(e) => return Err(Error::io("polling for events", e)),
         }
+        if std::mem::take(&mut self.input_unconfirmed) {
+            self.input_ready = true;
+            self.input_confirming = self.events.is_empty();
+        }
         let mut drain_signals = false;
         for event in self.events.iter() {
             match event.token() {
-                INPUT => self.input_ready = true,
+                INPUT => {
+                    self.input_ready = true;
+                    if event.is_read_closed() || event.is_error() {
+                        self.input_hup = true;
+                    }
+                }
                 OUTPUT => {
                     self.output_writable = true;
                     if event.is_write_closed() || event.is_error() {
@@ -512,17 +597,82 @@ mod tests {
     use std::io::Write;
     use std::os::unix::net::UnixStream;
 
-    #[test]
-    fn a_handler_peeking_reads_ahead_through_the_socket_and_sees_its_cancellation() {
-        let (mut peer, ours) = UnixStream::pair().unwrap();
-        let config = ConnectionConfig {
+    fn config() -> ConnectionConfig {
+        ConnectionConfig {
             max_message_bytes: 1 << 20,
             max_output_bytes: 1 << 20,
             max_read_ahead_bytes: 1 << 20,
             handle_signals: false,
             log_bad_input: false,
-        };
-        let mut conn = Connection::new(ours.as_fd(), ours.as_fd(), &config).unwrap();
+        }
+    }
+
+    const LINE: &[u8] = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"a\"}\n";
+
+    #[test]
+    fn a_short_read_of_a_pipe_stands_in_for_the_eagain_read() {
+        let (r, mut w) = std::io::pipe().unwrap();
+        let (_out_r, out_w) = std::io::pipe().unwrap();
+        let mut conn = Connection::new(r.as_fd(), out_w.as_fd(), &config()).unwrap();
+        conn.skips_left = 1;
+        w.write_all(LINE).unwrap();
+        assert_eq!(conn.fill().unwrap(), Fill::Bytes(LINE.len()));
+        assert!(!conn.input_ready(), "a short read emptied the pipe");
+        // The wait after it reads once more (here the registration's own event).
+        conn.wait(Some(Duration::ZERO)).unwrap();
+        assert!(conn.input_ready());
+        assert_eq!(conn.fill().unwrap(), Fill::WouldBlock);
+    }
+
+    #[test]
+    fn probes_that_find_the_pipe_empty_lengthen_the_skips_and_one_that_finds_bytes_ends_them() {
+        let (r, mut w) = std::io::pipe().unwrap();
+        let (_out_r, out_w) = std::io::pipe().unwrap();
+        let mut conn = Connection::new(r.as_fd(), out_w.as_fd(), &config()).unwrap();
+        // Ping-pong: each short read is followed by the probe or, once probes found the pipe
+        // empty, by nothing; the runs between probes double: 1, 2, 4, 8.
+        let mut probes = 0;
+        for _ in 0..11 {
+            w.write_all(LINE).unwrap();
+            assert_eq!(conn.fill().unwrap(), Fill::Bytes(LINE.len()));
+            if conn.input_ready() {
+                probes += 1;
+                assert_eq!(conn.fill().unwrap(), Fill::WouldBlock);
+            }
+            conn.input_ready = true;
+        }
+        assert_eq!((probes, conn.skip_run, conn.skips_left), (4, 8, 8));
+        // A stream: input arrived before the probe, so reads come first again.
+        conn.skips_left = 0;
+        w.write_all(LINE).unwrap();
+        assert_eq!(conn.fill().unwrap(), Fill::Bytes(LINE.len()));
+        w.write_all(LINE).unwrap();
+        assert_eq!(conn.fill().unwrap(), Fill::Bytes(LINE.len()));
+        assert_eq!((conn.skip_run, conn.skips_left), (0, 0));
+        assert!(conn.input_ready(), "the next read is a probe again");
+    }
+
+    #[test]
+    fn a_hang_up_polled_before_a_short_read_keeps_the_input_read_to_end_of_file() {
+        // As in a handler's peek: the writer wrote and hung up, the poll reports both at
+        // once, then the read empties the pipe. No event will ever come again, so only the
+        // remembered hang-up makes the loop read on and see end of file.
+        let (r, mut w) = std::io::pipe().unwrap();
+        let (_out_r, out_w) = std::io::pipe().unwrap();
+        let mut conn = Connection::new(r.as_fd(), out_w.as_fd(), &config()).unwrap();
+        conn.skips_left = 1;
+        w.write_all(LINE).unwrap();
+        drop(w);
+        conn.wait(Some(Duration::ZERO)).unwrap();
+        assert_eq!(conn.fill().unwrap(), Fill::Bytes(LINE.len()));
+        assert!(conn.input_ready(), "the hang-up was forgotten");
+        assert_eq!(conn.fill().unwrap(), Fill::Eof);
+    }
+
+    #[test]
+    fn a_handler_peeking_reads_ahead_through_the_socket_and_sees_its_cancellation() {
+        let (mut peer, ours) = UnixStream::pair().unwrap();
+        let mut conn = Connection::new(ours.as_fd(), ours.as_fd(), &config()).unwrap();
         conn.session.cancel_method = Some("cancel".to_owned());
         conn.session.running = Some(crate::message::RequestId::from("r"));
         peer.write_all(

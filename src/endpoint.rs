@@ -4,6 +4,9 @@
 //! | fd kind | how | shared flags changed? |
 //! | --- | --- | --- |
 //! | pipe/FIFO on Linux | a private description reopened via `/proc/self/fd`, non-blocking | no |
+//!
+//! Only on that private pipe description does a short read prove the pipe empty (see
+//! [`Endpoint::short_read_drains`]); everywhere else the loop reads until `EAGAIN`.
 //! | socket | `recv`/`send` with `MSG_DONTWAIT` | no |
 //! | regular file, `/dev/null` (epoll refuses them) | plain reads and writes, never polled: they never block | no |
 //! | anything else (tty, FIFO elsewhere) | `O_NONBLOCK` set, restored on every exit path | yes, restored |
@@ -22,6 +25,9 @@ use crate::sys::{self, FileKind, NonBlockingGuard};
 enum Mode {
     /// `read`/`write` on a non-blocking description.
     Stream,
+    /// `read`/`write` on our private non-blocking description of a pipe we read: a read that
+    /// returns less than asked emptied the pipe (unless the writer sends packets).
+    Pipe,
     /// `recv`/`send` with `MSG_DONTWAIT`.
     Socket,
     /// A file that is always ready and cannot be polled.
@@ -80,7 +86,7 @@ impl Endpoint {
                 registry.register(&mut SourceFd(&private.as_raw_fd()), token, interest)?;
                 return Ok(Endpoint {
                     fd: Some(private),
-                    mode: Mode::Stream,
+                    mode: if for_write { Mode::Stream } else { Mode::Pipe },
                 });
             }
         }
@@ -108,12 +114,24 @@ impl Endpoint {
         self.fd.is_none()
     }
 
+    /// Whether a read that returned less than asked left nothing behind, so the loop may
+    /// poll without first reading `EAGAIN`. True only for our private description of a pipe:
+    /// a pipe read stops early only when the pipe is empty, and any later write wakes the
+    /// poller. Not for ttys (a read stops at each line) or sockets (a read may stop early at
+    /// a record boundary, e.g. where passed fds or credentials change). The one pipe
+    /// exception, a writer that sends packets (`O_DIRECT` on its end, which the reading end
+    /// cannot see), is bounded by the loop's confirming read after a quiet wait
+    /// (`Connection::wait`).
+    pub(crate) fn short_read_drains(&self) -> bool {
+        self.mode == Mode::Pipe
+    }
+
     /// Reads what the kernel has, without blocking. `Ok(0)` is end of file.
     pub(crate) fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
         let Some(fd) = &self.fd else { return Ok(0) };
         match self.mode {
             Mode::Socket => sys::recv_nowait(fd.as_fd(), buf),
-            Mode::Stream | Mode::Plain => sys::read(fd.as_fd(), buf),
+            Mode::Stream | Mode::Pipe | Mode::Plain => sys::read(fd.as_fd(), buf),
         }
     }
 
@@ -124,7 +142,7 @@ impl Endpoint {
         };
         match self.mode {
             Mode::Socket => sys::send_nowait(fd.as_fd(), buf),
-            Mode::Stream | Mode::Plain => sys::write(fd.as_fd(), buf),
+            Mode::Stream | Mode::Pipe | Mode::Plain => sys::write(fd.as_fd(), buf),
         }
     }
 }

@@ -13,7 +13,9 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::line_buffer::{Line, LineBuffer};
-use crate::message::{parse_line, ErrorObject, Message, Parsed, RequestId, Response};
+use crate::message::{
+    parse_line, parse_line_by_value, ErrorObject, Message, Parsed, RequestId, Response,
+};
 use crate::responder::{CancelToken, Event};
 use crate::session::{Limits, Session, Start};
 use crate::write_queue::WriteQueue;
@@ -118,6 +120,17 @@ pub enum Classified {
 /// ```
 pub fn classify(line: &[u8]) -> Classified {
     match parse_line(line) {
+        Parsed::Single(message) => Classified::Single(Ok(message)),
+        Parsed::Invalid(response) => Classified::Single(Err(response)),
+        Parsed::Batch(items) => Classified::Batch(items),
+    }
+}
+
+/// Classifies one line through a `serde_json::Value` for the whole line, as the loop did
+/// before it read a message's top level without one: the reference [`classify`] must equal,
+/// error messages included (the `message` fuzz target checks it).
+pub fn classify_by_value(line: &[u8]) -> Classified {
+    match parse_line_by_value(line) {
         Parsed::Single(message) => Classified::Single(Ok(message)),
         Parsed::Invalid(response) => Classified::Single(Err(response)),
         Parsed::Batch(items) => Classified::Batch(items),

@@ -1,5 +1,6 @@
 //! JSON-RPC 2.0 messages: what a line becomes, and the bytes a message is written as.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use serde_json::{Map, Number, Value};
@@ -65,8 +66,14 @@ impl RequestId {
 
     pub(crate) fn write_json(&self, out: &mut Vec<u8>) {
         match &self.0 {
-            IdRepr::Signed(i) => write_display(out, i),
-            IdRepr::Unsigned(u) => write_display(out, u),
+            // serde_json's integer writer: a fraction of `write!`'s formatting machinery.
+            // Serialising an integer into a `Vec` cannot fail, as for a `Value`.
+            IdRepr::Signed(i) => {
+                serde_json::to_writer(&mut *out, i).expect("an integer into a Vec")
+            }
+            IdRepr::Unsigned(u) => {
+                serde_json::to_writer(&mut *out, u).expect("an integer into a Vec")
+            }
             IdRepr::Str(s) => write_json_str(out, s),
         }
     }
@@ -311,6 +318,9 @@ impl Message {
     ///
     /// [`Server::batches`]: crate::Server::batches
     pub fn from_slice(bytes: &[u8]) -> Result<Message, Response> {
+        if let Some(classified) = classify_envelope(bytes) {
+            return classified;
+        }
         match parse_value(bytes)? {
             Value::Array(_) => Err(invalid(None, "batches are not accepted here")),
             value => classify(value),
@@ -355,6 +365,27 @@ pub(crate) enum Parsed {
 
 /// Parses a line that may be a batch.
 pub(crate) fn parse_line(bytes: &[u8]) -> Parsed {
+    match classify_envelope(bytes) {
+        Some(Ok(message)) => Parsed::Single(message),
+        Some(Err(response)) => Parsed::Invalid(response),
+        None => parse_line_by_value(bytes),
+    }
+}
+
+/// The common case, read without building a map for the top level: one object whose member
+/// names have no escapes. Its members are parsed as the `Value` path parses them (the same
+/// serde_json code, one pass over the bytes, the last of duplicate names winning) and
+/// classified by the same rules, so the outcome is the same. `None` for anything else
+/// (another JSON type, an escaped name, bytes that are not valid JSON): the caller then
+/// takes the `Value` path, which decides, and words the errors, exactly as before.
+fn classify_envelope(bytes: &[u8]) -> Option<Result<Message, Response>> {
+    let members = serde_json::from_slice::<BTreeMap<&str, Value>>(bytes).ok()?;
+    Some(classify_members(members))
+}
+
+/// Parses a line that may be a batch through a [`Value`] (the reference the fast path
+/// matches; see [`classify_envelope`]).
+pub(crate) fn parse_line_by_value(bytes: &[u8]) -> Parsed {
     let value = match parse_value(bytes) {
         Ok(v) => v,
         Err(response) => return Parsed::Invalid(response),
@@ -390,28 +421,63 @@ fn invalid(id: Option<RequestId>, why: &str) -> Response {
     )
 }
 
+/// The members of a JSON object, however the object was read.
+trait Members {
+    fn member(&self, name: &str) -> Option<&Value>;
+    /// Moves a member's value out; what the member reads as afterwards is unspecified.
+    fn take_member(&mut self, name: &str) -> Option<Value>;
+}
+
+impl Members for Map<String, Value> {
+    fn member(&self, name: &str) -> Option<&Value> {
+        self.get(name)
+    }
+
+    fn take_member(&mut self, name: &str) -> Option<Value> {
+        self.remove(name)
+    }
+}
+
+impl Members for BTreeMap<&str, Value> {
+    fn member(&self, name: &str) -> Option<&Value> {
+        self.get(name)
+    }
+
+    /// Leaves `null` in the member's place rather than removing it, which would rebalance
+    /// the tree: this map is dropped once classified, and `classify_members` never reads a
+    /// member it took.
+    fn take_member(&mut self, name: &str) -> Option<Value> {
+        self.get_mut(name).map(std::mem::take)
+    }
+}
+
 /// Classifies one JSON value as a message, per JSON-RPC 2.0 with MCP's id rules.
 fn classify(value: Value) -> Result<Message, Response> {
-    let Value::Object(mut obj) = value else {
+    let Value::Object(obj) = value else {
         return Err(invalid(None, "a message must be a JSON object"));
     };
+    classify_members(obj)
+}
+
+/// Classifies the members of one JSON object as a message.
+fn classify_members(mut obj: impl Members) -> Result<Message, Response> {
     // The id is recovered first, so that every later complaint can carry it.
-    let id = match obj.get("id") {
+    let id = match obj.member("id") {
         None => None,
         Some(v) => match RequestId::from_value(v) {
             Some(id) => Some(id),
-            None if v.is_null() && !obj.contains_key("method") => None,
+            None if v.is_null() && obj.member("method").is_none() => None,
             None => return Err(invalid(None, "id must be a string or an integer")),
         },
     };
-    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+    if obj.member("jsonrpc").and_then(Value::as_str) != Some("2.0") {
         return Err(invalid(id, "\"jsonrpc\" must be \"2.0\""));
     }
-    if let Some(method) = obj.remove("method") {
+    if let Some(method) = obj.take_member("method") {
         let Value::String(method) = method else {
             return Err(invalid(id, "method must be a string"));
         };
-        let params = match obj.remove("params") {
+        let params = match obj.take_member("params") {
             None => None,
             Some(p @ (Value::Object(_) | Value::Array(_))) => Some(p),
             Some(_) => return Err(invalid(id, "params must be an object or an array")),
@@ -421,8 +487,8 @@ fn classify(value: Value) -> Result<Message, Response> {
             None => Message::Notification(Notification { method, params }),
         });
     }
-    let has_id = obj.contains_key("id");
-    match (obj.remove("result"), obj.remove("error")) {
+    let has_id = obj.member("id").is_some();
+    match (obj.take_member("result"), obj.take_member("error")) {
         (Some(_), Some(_)) => Err(invalid(
             id,
             "a response has either result or error, not both",
@@ -457,13 +523,6 @@ fn write_json_value(out: &mut Vec<u8>, value: &Value) {
     // Writing a `Value` into a `Vec` cannot fail: `Value` serialisation has no fallible parts
     // (map keys are strings) and `Vec` writes are infallible.
     serde_json::to_writer(&mut *out, value).expect("serialising a Value into a Vec cannot fail");
-}
-
-/// Appends a number's decimal form, without a temporary `String`.
-fn write_display(out: &mut Vec<u8>, n: impl fmt::Display) {
-    use std::io::Write;
-    // Writing into a `Vec` cannot fail.
-    write!(out, "{n}").expect("writing into a Vec cannot fail");
 }
 
 /// Appends a string as a JSON string, without building a `Value`.
@@ -642,6 +701,44 @@ mod tests {
         assert!(matches!(items[0], Ok(Message::Request(_))));
         assert!(items[1].is_err());
         assert!(matches!(items[2], Ok(Message::Notification(_))));
+    }
+
+    #[test]
+    fn the_lazy_envelope_decides_and_words_errors_as_the_value_path() {
+        let lines: &[&[u8]] = &[
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}"#,
+            br#"{"jsonrpc":"2.0","id":1,"id":"two","method":"m"}"#,
+            br#"{"jsonrpc":"2.0","method":"a","method":"b","params":[1],"params":{}}"#,
+            br#"{"jsonrpc":"2.0","id":"x","result":1,"result":{"a":2}}"#,
+            br#"{"jsonrpc":"2.0","id":null,"error":{"code":1,"message":"m"}}"#,
+            br#"{"jsonrpc":"2.0","id":7,"error":{"code":1.5,"message":"m"}}"#,
+            br#"{"jsonr\u0070c":"2.0","id":1,"method":"m"}"#,
+            br#"{"jsonrpc":"2\u002e0","id":1,"method":"m\n"}"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"m","params":"s"}"#,
+            br#"{"jsonrpc":"2.0","id":1.0,"method":"m"}"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"m"} x"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"m","#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"\ud800"}"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"t":"\u00e9\ud83d\ude00"}}"#,
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xff\"}",
+            br#"{}"#,
+            br#"[]"#,
+            br#"[{"jsonrpc":"2.0","method":"m"},{"jsonrpc":"2.0","id":2}]"#,
+            b"7",
+            b"",
+        ];
+        for line in lines {
+            assert_eq!(
+                format!("{:?}", parse_line(line)),
+                format!("{:?}", parse_line_by_value(line)),
+                "{}",
+                String::from_utf8_lossy(line)
+            );
+        }
+        // The common case and duplicate names take the lazy path; an escaped name does not.
+        assert!(classify_envelope(lines[0]).is_some());
+        assert!(classify_envelope(lines[1]).is_some());
+        assert!(classify_envelope(lines[6]).is_none());
     }
 
     #[test]

@@ -328,7 +328,9 @@ impl Server {
             // THE ONE PLACE THE LOOP SLEEPS. The buffer-before-poll rule: we get here only when
             // (a) no complete line waits in the line buffer or the read-ahead queue (`next_parsed`
             // said `None`) and the kernel has no unread input for us (the last read said
-            // `WouldBlock`: the poller is edge-triggered, so we read until then), or (b) the
+            // `WouldBlock`: the poller is edge-triggered, so we read until then; or, on a pipe
+            // whose writer has not hung up, it was short, which empties a pipe: see
+            // `Connection::fill`), or (b) the
             // output queue is at its bound, where taking more input would grow memory without
             // limit: then we sleep until the peer reads, or (c) too many requests are in flight
             // and every complete line has been read ahead (up to the read-ahead bound): then we

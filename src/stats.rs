@@ -33,4 +33,8 @@ pub struct Stats {
     /// Lines of this process's diagnostics that stderr could not take (full, or not being
     /// read) and that were dropped instead of blocking the loop.
     pub stderr_lines_dropped: u64,
+    /// Times a pipe's input (bytes or end of file) was found only by the read the loop makes
+    /// after a quiet wait that followed a short read, each up to 10 ms late. Stays 0 unless
+    /// the writer sends packets (`O_DIRECT`), where a short read does not empty the pipe.
+    pub late_input: u64,
 }

@@ -22,44 +22,43 @@ enum Eras {
     Both,
 }
 
-/// Every method this layer serves, once for both eras: a method not here, or not of the
-/// request's era, is `-32601`. Whether it is served also depends on what was registered (a
-/// server without tools has no `tools/call`); see [`McpServer::serve_method`].
-const METHODS: [(&str, Eras); 20] = [
-    ("initialize", Eras::Legacy),
-    ("ping", Eras::Legacy),
-    ("logging/setLevel", Eras::Legacy),
-    ("resources/subscribe", Eras::Legacy),
-    ("resources/unsubscribe", Eras::Legacy),
-    ("server/discover", Eras::Modern),
-    ("subscriptions/listen", Eras::Modern),
-    ("tools/list", Eras::Both),
-    ("tools/call", Eras::Both),
-    ("resources/list", Eras::Both),
-    ("resources/read", Eras::Both),
-    ("resources/templates/list", Eras::Both),
-    ("prompts/list", Eras::Both),
-    ("prompts/get", Eras::Both),
-    ("completion/complete", Eras::Both),
-    // Tasks: 2025-11-25 has all but `tasks/update`; the 2026-07-28 extension dropped
-    // `tasks/result` and `tasks/list` and added `tasks/update`.
-    ("tasks/get", Eras::Both),
-    ("tasks/cancel", Eras::Both),
-    ("tasks/result", Eras::Legacy),
-    ("tasks/list", Eras::Legacy),
-    ("tasks/update", Eras::Modern),
-];
+/// Every method this layer serves, once for both eras, and the eras it is in: a method not
+/// here, or not of the request's era, is `-32601`. Whether it is served also depends on what
+/// was registered (a server without tools has no `tools/call`); see
+/// [`McpServer::serve_method`]. (A `match`, not a table scan: it is asked once per request.)
+fn method_eras(method: &str) -> Option<Eras> {
+    Some(match method {
+        "initialize"
+        | "ping"
+        | "logging/setLevel"
+        | "resources/subscribe"
+        | "resources/unsubscribe" => Eras::Legacy,
+        "server/discover" | "subscriptions/listen" => Eras::Modern,
+        "tools/list"
+        | "tools/call"
+        | "resources/list"
+        | "resources/read"
+        | "resources/templates/list"
+        | "prompts/list"
+        | "prompts/get"
+        | "completion/complete" => Eras::Both,
+        // Tasks: 2025-11-25 has all but `tasks/update`; the 2026-07-28 extension dropped
+        // `tasks/result` and `tasks/list` and added `tasks/update`.
+        "tasks/get" | "tasks/cancel" => Eras::Both,
+        "tasks/result" | "tasks/list" => Eras::Legacy,
+        "tasks/update" => Eras::Modern,
+        _ => return None,
+    })
+}
 
 /// Whether `method` exists in the era (`modern`), or in either (`None`).
 pub(super) fn method_exists(method: &str, modern: Option<bool>) -> bool {
-    METHODS.iter().any(|(m, eras)| {
-        *m == method
-            && match (eras, modern) {
-                (_, None) | (Eras::Both, _) => true,
-                (Eras::Legacy, Some(modern)) => !modern,
-                (Eras::Modern, Some(modern)) => modern,
-            }
-    })
+    match (method_eras(method), modern) {
+        (None, _) => false,
+        (Some(_), None) | (Some(Eras::Both), _) => true,
+        (Some(Eras::Legacy), Some(modern)) => !modern,
+        (Some(Eras::Modern), Some(modern)) => modern,
+    }
 }
 
 /// The results MCP 2026-07-28 lets a client cache (they carry `ttlMs` and `cacheScope`).
