@@ -16,6 +16,8 @@ use crate::diagnostics;
 use crate::endpoint::Endpoint;
 use crate::error::Error;
 use crate::message::{Message, RequestId};
+use crate::readiness;
+pub(crate) use crate::readiness::Fill;
 use crate::responder::{self, Event, Inbox, Outbox};
 use crate::session::{Limits, Session};
 use crate::sys::{NonBlockingGuard, SignalSubscription, SigpipeIgnored};
@@ -36,27 +38,8 @@ const WATCHED: usize = 16;
 /// checks for cancellation in a tight loop costs at most a couple of syscalls per millisecond.
 const PEEK_INTERVAL: Duration = Duration::from_millis(1);
 
-/// How long the loop sleeps at most after a short read stood in for the `EAGAIN` read, before
-/// it reads once to confirm the input is empty (see [`Connection::wait`]).
-const CONFIRM_AFTER: Duration = Duration::from_millis(10);
-
-/// The longest run of short reads that stand in for `EAGAIN` between two probes (see
-/// `Connection::skips_left`): at most one read in this many is spent on checking.
-const MAX_SKIPS: u32 = 64;
-
 /// Responses are written once this much has queued up, even mid-burst.
 const FLUSH_AT: usize = 64 * 1024;
-
-/// What one read brought.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Fill {
-    /// Some bytes.
-    Bytes(usize),
-    /// Nothing now; wait for readiness.
-    WouldBlock,
-    /// End of file (now or earlier).
-    Eof,
-}
 
 /// Flag changes to undo, in reverse order of making them (two endpoints may share one open
 /// file description, so the first guard holds the true original).
@@ -96,31 +79,11 @@ pub(crate) struct Connection {
     output: Endpoint,
     poll: Poll,
     events: Events,
-    /// The kernel may hold unread input: set by a readiness event, cleared only by `WouldBlock`
-    /// (the poller is edge-triggered, so it will not say so again), or by a short read of a
-    /// pipe when no hang-up was seen.
-    input_ready: bool,
-    /// A readiness event on the input said the writer hung up (`HUP`). From then on every
-    /// read goes on until end of file: the hang-up's edge has been consumed, and no later
-    /// event would wake the loop for input left after a short read.
-    input_hup: bool,
-    /// `input_ready` was cleared by a short read rather than by `EAGAIN`: the next wait that
-    /// brings no input event is followed by one confirming read.
-    input_unconfirmed: bool,
-    /// How many short reads may still stand in for `EAGAIN` before the next one is followed
-    /// by a real read again (a probe), and the size of the last such run. Skipping pays when
-    /// the peer is slower than we are (ping-pong: the read would say `EAGAIN`), and costs a
-    /// poll when input arrived while we worked (a stream of small writes): a probe that finds
-    /// bytes ends the runs; one that finds `EAGAIN` doubles the next run, up to `MAX_SKIPS`.
-    skips_left: u32,
-    skip_run: u32,
-    /// The read in progress is such a probe.
-    probing: bool,
-    /// The next read is that confirming read, after a wait that brought no event at all:
-    /// anything it finds was left behind by a short read (counted in `Stats::late_input`).
-    input_confirming: bool,
-    /// The kernel may take more output: set by a readiness event, cleared by `WouldBlock`.
-    output_writable: bool,
+    /// Whether the input may hold unread bytes (a short read of a pipe may stand in for the
+    /// `EAGAIN` read; see [`readiness::Input`]).
+    input_readiness: readiness::Input,
+    /// Whether the output takes more bytes now.
+    output_readiness: readiness::Output,
     /// When the last input bytes arrived.
     pub(crate) last_input: Instant,
     /// Events from other threads.
@@ -174,6 +137,7 @@ impl Connection {
             max_read_ahead_bytes: config.max_read_ahead_bytes,
             log_bad_input: config.log_bad_input,
         };
+        let input_drains = input_end.short_read_drains();
         let mut session = Session::new(&limits, next_request_id);
         session.input_eof = input_end.is_closed();
         Ok(Connection {
@@ -185,14 +149,8 @@ impl Connection {
             output: output_end,
             poll,
             events: Events::with_capacity(16),
-            input_ready: true,
-            input_hup: false,
-            input_unconfirmed: false,
-            input_confirming: false,
-            skips_left: 0,
-            skip_run: 0,
-            probing: false,
-            output_writable: true,
+            input_readiness: readiness::Input::new(input_drains),
+            output_readiness: readiness::Output::new(),
             last_input: Instant::now(),
             inbox,
             outbox,
@@ -210,15 +168,13 @@ impl Connection {
 
     /// Whether the kernel may hold input we have not read.
     pub(crate) fn input_ready(&self) -> bool {
-        self.input_ready && !self.session.input_eof
+        self.input_readiness.ready() && !self.session.input_eof
     }
 
     /// One read into the line buffer, never blocking.
     ///
-    /// A short read of a pipe (see [`Endpoint::short_read_drains`]) clears `input_ready`
-    /// itself, sparing the read that would only say `EAGAIN` — unless the writer was seen to
-    /// hang up (then only end of file ends the reading), or recent reads found that input
-    /// keeps arriving while we work (see `skips_left`).
+    /// A short read of a pipe (see [`Endpoint::short_read_drains`]) may clear the readiness
+    /// itself, sparing the read that would only say `EAGAIN` (see [`readiness::Input`]).
     pub(crate) fn fill(&mut self) -> Result<Fill, Error> {
         if self.session.input_eof {
             return Ok(Fill::Eof);
@@ -226,50 +182,22 @@ impl Connection {
         let space = self.session.input_space();
         let asked = space.len();
         let result = self.input.read(space);
-        if std::mem::take(&mut self.input_confirming) && result.is_ok() {
+        let (fill, late) = self
+            .input_readiness
+            .after_read(result, asked)
+            .map_err(|e| Error::io("reading input", e))?;
+        if late {
             self.session.stats.late_input += 1;
         }
-        let probe = std::mem::take(&mut self.probing);
-        match result {
-            Ok(0) => {
-                self.session.input_eof = true;
-                Ok(Fill::Eof)
-            }
-            Ok(n) => {
+        match fill {
+            Fill::Eof => self.session.input_eof = true,
+            Fill::Bytes(n) => {
                 self.session.received(n);
                 self.last_input = Instant::now();
-                if probe {
-                    // Input came while we worked: reading first is what pays now.
-                    self.skip_run = 0;
-                    self.skips_left = 0;
-                }
-                if n < asked && !self.input_hup && self.input.short_read_drains() {
-                    if self.skips_left > 0 {
-                        self.skips_left -= 1;
-                        self.input_ready = false;
-                        self.input_unconfirmed = true;
-                    } else {
-                        self.probing = true;
-                    }
-                }
-                Ok(Fill::Bytes(n))
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                self.input_ready = false;
-                self.input_unconfirmed = false;
-                if probe {
-                    self.skip_run = (self.skip_run * 2).clamp(1, MAX_SKIPS);
-                    self.skips_left = self.skip_run;
-                }
-                Ok(Fill::WouldBlock)
-            }
-            // A tty whose session ended, a socket reset: the input is over.
-            Err(e) if matches!(e.raw_os_error(), Some(libc::EIO | libc::ECONNRESET)) => {
-                self.session.input_eof = true;
-                Ok(Fill::Eof)
-            }
-            Err(e) => Err(Error::io("reading input", e)),
+            Fill::WouldBlock => {}
         }
+        Ok(fill)
     }
 
     /// A sender of events to this loop, for a responder or a worker.
@@ -382,15 +310,17 @@ impl Connection {
     /// on EPIPE (or any other write error: the output is unusable either way).
     pub(crate) fn flush(&mut self) {
         let session = &mut self.session;
-        if session.peer_gone || !self.output_writable || session.queue.pending() == 0 {
+        if session.peer_gone {
             return;
         }
         let before = session.queue.pending();
         let output = &self.output;
-        match session.queue.write_to(|bytes| output.write(bytes)) {
-            Ok(true) => {}
-            Ok(false) => self.output_writable = false,
-            Err(_) => session.peer_gone = true,
+        if self
+            .output_readiness
+            .flush(&mut session.queue, |bytes| output.write(bytes))
+            .is_err()
+        {
+            session.peer_gone = true;
         }
         session.stats.bytes_out += (before - session.queue.pending()) as u64;
     }
@@ -402,14 +332,14 @@ impl Connection {
     /// once per pass of the loop (at most one `EAGAIN` per read), never per message.
     pub(crate) fn flush_retry(&mut self) {
         if self.session.queue.pending() > 0 {
-            self.output_writable = true;
+            self.output_readiness.writable = true;
         }
         self.flush();
     }
 
     /// Whether more than `bytes` of output wait and the last write would have blocked.
     pub(crate) fn output_lagging(&self, bytes: usize) -> bool {
-        !self.output_writable && self.session.queue.pending() > bytes
+        !self.output_readiness.writable && self.session.queue.pending() > bytes
     }
 
     /// Output bytes not yet written.
@@ -427,36 +357,25 @@ impl Connection {
     /// on it.
     ///
     /// After a short read stood in for `EAGAIN`, the sleep lasts `CONFIRM_AFTER` at most, and
-    /// a wait without an input event ends with `input_ready` set, so the input is read once
+    /// a wait without an input event ends with the input ready, so the input is read once
     /// more: should a short read ever leave bytes behind (a writer that sends packets), they
     /// are late by milliseconds, never stuck.
     pub(crate) fn wait(&mut self, timeout: Option<Duration>) -> Result<(), Error> {
-        self.input_confirming = false;
-        let timeout = if self.input_unconfirmed {
-            Some(timeout.map_or(CONFIRM_AFTER, |t| t.min(CONFIRM_AFTER)))
-        } else {
-            timeout
-        };
+        let timeout = self.input_readiness.wait_limit(timeout);
         match self.poll.poll(&mut self.events, timeout) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(()),
             Err(e) => return Err(Error::io("polling for events", e)),
         }
-        if std::mem::take(&mut self.input_unconfirmed) {
-            self.input_ready = true;
-            self.input_confirming = self.events.is_empty();
-        }
+        self.input_readiness.after_wait(!self.events.is_empty());
         let mut drain_signals = false;
         for event in self.events.iter() {
             match event.token() {
-                INPUT => {
-                    self.input_ready = true;
-                    if event.is_read_closed() || event.is_error() {
-                        self.input_hup = true;
-                    }
-                }
+                INPUT => self
+                    .input_readiness
+                    .on_event(event.is_read_closed() || event.is_error()),
                 OUTPUT => {
-                    self.output_writable = true;
+                    self.output_readiness.writable = true;
                     if event.is_write_closed() || event.is_error() {
                         // Nobody reads our output any more. Anything queued cannot be delivered.
                         if self.session.queue.pending() == 0 {
@@ -522,7 +441,10 @@ impl Connection {
     /// passes; input events on the way are recorded as usual but do not end the wait.
     pub(crate) fn wait_writable(&mut self, limit: Duration) -> Result<(), Error> {
         let deadline = Instant::now() + limit;
-        while !self.output_writable && self.session.signal.is_none() && !self.session.peer_gone {
+        while !self.output_readiness.writable
+            && self.session.signal.is_none()
+            && !self.session.peer_gone
+        {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 break;
@@ -614,7 +536,7 @@ mod tests {
         let (r, mut w) = std::io::pipe().unwrap();
         let (_out_r, out_w) = std::io::pipe().unwrap();
         let mut conn = Connection::new(r.as_fd(), out_w.as_fd(), &config()).unwrap();
-        conn.skips_left = 1;
+        conn.input_readiness.skips_left = 1;
         w.write_all(LINE).unwrap();
         assert_eq!(conn.fill().unwrap(), Fill::Bytes(LINE.len()));
         assert!(!conn.input_ready(), "a short read emptied the pipe");
@@ -639,16 +561,29 @@ mod tests {
                 probes += 1;
                 assert_eq!(conn.fill().unwrap(), Fill::WouldBlock);
             }
-            conn.input_ready = true;
+            conn.input_readiness.ready = true;
         }
-        assert_eq!((probes, conn.skip_run, conn.skips_left), (4, 8, 8));
+        assert_eq!(
+            (
+                probes,
+                conn.input_readiness.skip_run,
+                conn.input_readiness.skips_left
+            ),
+            (4, 8, 8)
+        );
         // A stream: input arrived before the probe, so reads come first again.
-        conn.skips_left = 0;
+        conn.input_readiness.skips_left = 0;
         w.write_all(LINE).unwrap();
         assert_eq!(conn.fill().unwrap(), Fill::Bytes(LINE.len()));
         w.write_all(LINE).unwrap();
         assert_eq!(conn.fill().unwrap(), Fill::Bytes(LINE.len()));
-        assert_eq!((conn.skip_run, conn.skips_left), (0, 0));
+        assert_eq!(
+            (
+                conn.input_readiness.skip_run,
+                conn.input_readiness.skips_left
+            ),
+            (0, 0)
+        );
         assert!(conn.input_ready(), "the next read is a probe again");
     }
 
@@ -660,7 +595,7 @@ mod tests {
         let (r, mut w) = std::io::pipe().unwrap();
         let (_out_r, out_w) = std::io::pipe().unwrap();
         let mut conn = Connection::new(r.as_fd(), out_w.as_fd(), &config()).unwrap();
-        conn.skips_left = 1;
+        conn.input_readiness.skips_left = 1;
         w.write_all(LINE).unwrap();
         drop(w);
         conn.wait(Some(Duration::ZERO)).unwrap();

@@ -149,6 +149,7 @@ mod mcp;
 mod message;
 mod process_tree;
 mod protocol;
+mod readiness;
 mod responder;
 mod server;
 mod session;

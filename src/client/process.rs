@@ -18,6 +18,7 @@ use crate::error::Error;
 use crate::line_buffer::{Line, LineBuffer};
 use crate::message::Message;
 use crate::process_tree::ProcessTree;
+use crate::readiness::{Fill, Input, Output};
 use crate::sys::{self, SigpipeIgnored};
 use crate::write_queue::WriteQueue;
 
@@ -133,12 +134,11 @@ pub(crate) struct ServerProcess {
     err_lines: LineBuffer,
     /// Bytes for the server's stdin.
     queue: WriteQueue,
-    // Readiness, as in the server loop: set by events (or at the start), cleared by WouldBlock.
-    stdout_ready: bool,
-    stderr_ready: bool,
-    stdin_writable: bool,
-    stdout_eof: bool,
-    stderr_eof: bool,
+    // Readiness, the same as the server loop's (`readiness`): set by events (or at the
+    // start), cleared by `WouldBlock`, end of file final.
+    stdout_ready: Input,
+    stderr_ready: Input,
+    stdin_ready: Output,
     /// Writing to stdin failed (EPIPE): the server closed it, or died.
     stdin_broken: bool,
     tail: Tail,
@@ -237,11 +237,9 @@ impl ServerProcess {
             lines: LineBuffer::new(max_message_bytes),
             err_lines: LineBuffer::new(STDERR_TAIL_BYTES),
             queue: WriteQueue::new(usize::MAX),
-            stdout_ready: true,
-            stderr_ready: true,
-            stdin_writable: true,
-            stdout_eof: false,
-            stderr_eof: false,
+            stdout_ready: Input::new(false),
+            stderr_ready: Input::new(false),
+            stdin_ready: Output::new(),
             stdin_broken: false,
             tail: Tail::default(),
             last_inbound: Instant::now(),
@@ -265,7 +263,7 @@ impl ServerProcess {
 
     /// Whether the server closed its stdout.
     pub(crate) fn stdout_eof(&self) -> bool {
-        self.stdout_eof
+        self.stdout_ready.is_eof()
     }
 
     /// Whether writing to the server failed because it no longer reads its stdin.
@@ -292,7 +290,7 @@ impl ServerProcess {
     /// Writes queued bytes until the pipe would block. A write error means the server no
     /// longer reads: the queue is dropped and the failure remembered.
     pub(crate) fn flush(&mut self) {
-        if !self.stdin_writable || self.queue.pending() == 0 {
+        if !self.stdin_ready.writable || self.queue.pending() == 0 {
             return;
         }
         let Some(stdin) = &self.stdin else {
@@ -300,11 +298,12 @@ impl ServerProcess {
             return;
         };
         let before = self.queue.pending();
-        let result = self.queue.write_to(|bytes| (&*stdin).write(bytes));
+        let result = self
+            .stdin_ready
+            .flush(&mut self.queue, |bytes| (&*stdin).write(bytes));
         self.bytes_out += (before - self.queue.pending()) as u64;
         match result {
-            Ok(true) => {}
-            Ok(false) => self.stdin_writable = false,
+            Ok(()) => {}
             Err(_) => {
                 self.stdin_broken = true;
                 self.queue = WriteQueue::new(usize::MAX);
@@ -323,41 +322,41 @@ impl ServerProcess {
     pub(crate) fn read_available(&mut self, on_stderr: &mut dyn FnMut(&[u8])) -> bool {
         let mut progressed = false;
         let mut budget = READ_BUDGET;
-        while self.stdout_ready && !self.stdout_eof && budget > 0 {
+        while self.stdout_ready.ready() && budget > 0 {
             let Some(stdout) = &mut self.stdout else {
                 break;
             };
             let spare = self.lines.spare();
-            match stdout.read(spare) {
-                Ok(0) => {
-                    self.stdout_eof = true;
-                    progressed = true;
-                }
-                Ok(n) => {
+            let asked = spare.len();
+            match self.stdout_ready.after_read(stdout.read(spare), asked) {
+                Ok((Fill::Eof, _)) => progressed = true,
+                Ok((Fill::Bytes(n), _)) => {
                     self.lines.commit(n);
                     self.bytes_in += n as u64;
                     self.last_inbound = Instant::now();
                     budget = budget.saturating_sub(n);
                     progressed = true;
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.stdout_ready = false,
+                Ok((Fill::WouldBlock, _)) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 // Any other error leaves the pipe unusable: treat it as closed.
                 Err(_) => {
-                    self.stdout_eof = true;
+                    self.stdout_ready.set_eof();
                     progressed = true;
                 }
             }
         }
         let mut budget = READ_BUDGET;
         let mut chunk = [0u8; 16 * 1024];
-        while self.stderr_ready && !self.stderr_eof && budget > 0 {
+        while self.stderr_ready.ready() && budget > 0 {
             let Some(stderr) = &mut self.stderr else {
                 break;
             };
-            match stderr.read(&mut chunk) {
-                Ok(0) => {
-                    self.stderr_eof = true;
+            match self
+                .stderr_ready
+                .after_read(stderr.read(&mut chunk), chunk.len())
+            {
+                Ok((Fill::Eof, _)) => {
                     while let Some(line) = self.err_lines.finish() {
                         if let Line::Complete(line) = line {
                             on_stderr(line);
@@ -365,7 +364,7 @@ impl ServerProcess {
                     }
                     progressed = true;
                 }
-                Ok(n) => {
+                Ok((Fill::Bytes(n), _)) => {
                     self.tail.push(&chunk[..n]);
                     let mut rest = &chunk[..n];
                     while !rest.is_empty() {
@@ -383,10 +382,10 @@ impl ServerProcess {
                     budget = budget.saturating_sub(n);
                     progressed = true;
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.stderr_ready = false,
+                Ok((Fill::WouldBlock, _)) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => {
-                    self.stderr_eof = true;
+                    self.stderr_ready.set_eof();
                     progressed = true;
                 }
             }
@@ -398,19 +397,19 @@ impl ServerProcess {
     /// once the server is gone, what it wrote last must be read even if its readiness event
     /// has not been collected yet (reading a non-blocking pipe is harmless).
     pub(crate) fn assume_readable(&mut self) {
-        self.stdout_ready = true;
-        self.stderr_ready = true;
+        self.stdout_ready.ready = true;
+        self.stderr_ready.ready = true;
     }
 
     /// Whether a pipe may hold unread bytes (so the caller must read before sleeping).
     pub(crate) fn may_have_input(&self) -> bool {
-        (self.stdout_ready && !self.stdout_eof) || (self.stderr_ready && !self.stderr_eof)
+        self.stdout_ready.ready() || self.stderr_ready.ready()
     }
 
     /// The next line of the server's stdout (for the session); `None` when more bytes are
     /// needed. At end of file, the last line without a newline counts too.
     pub(crate) fn next_line(&mut self) -> Option<Line<'_>> {
-        if self.stdout_eof {
+        if self.stdout_ready.is_eof() {
             self.lines.finish()
         } else {
             self.lines.next_line()
@@ -456,10 +455,10 @@ impl ServerProcess {
         }
         for event in self.events.iter() {
             match event.token() {
-                STDOUT => self.stdout_ready = true,
-                STDERR => self.stderr_ready = true,
+                STDOUT => self.stdout_ready.on_event(false),
+                STDERR => self.stderr_ready.on_event(false),
                 // A closed read end also shows up as writable: the next write says EPIPE.
-                STDIN => self.stdin_writable = true,
+                STDIN => self.stdin_ready.writable = true,
                 // WAKER: the caller looks at its own queue after every wait.
                 _ => {}
             }

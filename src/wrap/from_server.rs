@@ -16,6 +16,7 @@ use crate::diagnostics;
 use crate::handler::Context;
 use crate::line_buffer::{Line, LineBuffer};
 use crate::message::{Message, RequestId, Response};
+use crate::readiness::{Fill, Input};
 
 /// The key the loop reports the server's stdout under.
 pub(super) const KEY: usize = 0;
@@ -30,6 +31,8 @@ pub(super) struct ServerOutput {
     /// Which start of the server this is (the supervisor waits for its end of file).
     pub(super) life: u32,
     pipe: mio::unix::pipe::Receiver,
+    /// The same readiness rules as every other pipe of the crate (`readiness`).
+    ready: Input,
     lines: LineBuffer,
 }
 
@@ -40,6 +43,7 @@ impl ServerOutput {
         Ok(ServerOutput {
             life,
             pipe,
+            ready: Input::new(false),
             lines: LineBuffer::new(MAX_LINE),
         })
     }
@@ -57,25 +61,30 @@ impl ServerOutput {
     /// Reads what the server wrote until the pipe is empty, routing each complete line.
     /// Returns `false` at end of file (or a read error): the server's output is over.
     pub(super) fn read_available(&mut self, shared: &Shared, cx: &mut Context<'_>) -> bool {
-        loop {
-            match self.pipe.read(self.lines.spare()) {
-                Ok(0) => {
-                    while let Some(line) = self.lines.finish() {
-                        take_line(shared, cx, line);
-                    }
-                    return false;
-                }
-                Ok(n) => {
+        self.ready.on_event(false);
+        while self.ready.ready() {
+            let spare = self.lines.spare();
+            let asked = spare.len();
+            match self.ready.after_read(self.pipe.read(spare), asked) {
+                Ok((Fill::Bytes(n), _)) => {
                     self.lines.commit(n);
                     while let Some(line) = self.lines.next_line() {
                         take_line(shared, cx, line);
                     }
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
+                Ok((Fill::WouldBlock, _)) => {}
+                Ok((Fill::Eof, _)) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => return false,
+                Err(_) => self.ready.set_eof(),
             }
         }
+        if self.ready.is_eof() {
+            while let Some(line) = self.lines.finish() {
+                take_line(shared, cx, line);
+            }
+            return false;
+        }
+        true
     }
 
     /// Reads and drops what the server still writes once nobody listens (the loop ended):
