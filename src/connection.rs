@@ -224,17 +224,10 @@ impl Connection {
     /// copied as it is: what [`Event::Answer`] does, without building and writing a `Value`
     /// (a relay forwarding its upstream's answers).
     pub(crate) fn answer_raw(&mut self, id: &RequestId, result: &str) {
-        let session = &mut self.session;
-        if !session.waiting.is_empty() {
-            session.waiting.remove(id);
-        }
-        let Some((token, _)) = session.owed.remove(id) else {
-            return;
-        };
-        if token.cancelled_by_peer() || session.peer_gone {
+        if !self.session.settle_owed(id) {
             return;
         }
-        let out = session.queue.buffer();
+        let out = self.session.queue.buffer();
         out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
         id.write_json(out);
         out.extend_from_slice(b",\"result\":");

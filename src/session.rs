@@ -166,13 +166,7 @@ impl Session {
     pub(crate) fn take_event(&mut self, event: Event) {
         match event {
             Event::Answer { id, result } => {
-                self.waiting.remove(&id);
-                let Some((token, _)) = self.owed.remove(&id) else {
-                    return;
-                };
-                // A request the peer cancelled gets no answer; one stopped by a shutdown still
-                // does (whatever the handler made of it).
-                if !token.cancelled_by_peer() && !self.peer_gone {
+                if self.settle_owed(&id) {
                     self.enqueue(&answer_message(id, result));
                 }
             }
@@ -209,6 +203,19 @@ impl Session {
             }
             Event::Post(data) => self.posts.push_back(data),
         }
+    }
+
+    /// An answer for the owed request `id` arrived: it is no longer owed. Whether the answer
+    /// is to be written: not for a request the peer cancelled, nor to a peer that is gone (one
+    /// stopped by a shutdown still gets whatever the handler made of it).
+    pub(crate) fn settle_owed(&mut self, id: &RequestId) -> bool {
+        if !self.waiting.is_empty() {
+            self.waiting.remove(id);
+        }
+        let Some((token, _)) = self.owed.remove(id) else {
+            return false;
+        };
+        !token.cancelled_by_peer() && !self.peer_gone
     }
 
     /// Called before a request's handler runs: drops a request the peer cancelled while it

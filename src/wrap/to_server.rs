@@ -31,8 +31,15 @@ impl Shared {
         let mut line = Outgoing::new(message);
         let mut queue = lock(&self.queue);
         let free = queue.lines.is_empty() && !queue.busy && lock(&self.replay).is_none();
-        let batches = free && (!self.config.pacing || lock(&self.pacing).batches_allowed());
-        let probing = free && lock(&self.pacing).probing();
+        let (batches, probing) = if free {
+            let pacing = lock(&self.pacing);
+            (
+                !self.config.pacing || pacing.batches_allowed(),
+                pacing.probing(),
+            )
+        } else {
+            (false, false)
+        };
         if let (true, false, Some(fd)) = (free, probing, &queue.direct) {
             let fd = fd.as_fd();
             // Straight from the loop into an empty pipe, or into any pipe once the server

@@ -24,7 +24,7 @@ use crate::mcp::arguments::Arguments;
 use crate::mcp::context::{McpContext, Scope};
 use crate::mcp::era;
 use crate::mcp::input::Rounds;
-use crate::mcp::tasks::{EventKind, Status, TaskEvent, EXTENSION};
+use crate::mcp::tasks::{EventKind, Status, Task, TaskEvent, EXTENSION};
 use crate::mcp::tool::TaskSupport;
 use crate::message::{ErrorCode, ErrorObject, RequestId};
 use crate::responder::{CancelToken, Outbox};
@@ -250,14 +250,7 @@ impl<S: 'static> McpServer<S> {
         if scope.modern {
             task.resume = Some(resume.clone());
         }
-        let job = TaskJob {
-            id: id.clone(),
-            cancel: task.cancel.clone(),
-            answers: task.answers.clone(),
-            resume,
-            outbox: cx.connection().outbox().clone(),
-            stats: cx.stats().clone(),
-        };
+        let job = TaskJob::new(task, resume, cx);
         self.submit_task(job);
         Ok(self.created(&id, scope))
     }
@@ -430,14 +423,7 @@ impl<S: 'static> McpServer<S> {
             return Ok(json!({}));
         };
         task.set_status(Status::Working, None);
-        let job = TaskJob {
-            id: id.clone(),
-            cancel: task.cancel.clone(),
-            answers: task.answers.clone(),
-            resume,
-            outbox: cx.connection().outbox().clone(),
-            stats: cx.stats().clone(),
-        };
+        let job = TaskJob::new(task, resume, cx);
         self.submit_task(job);
         Ok(json!({}))
     }
@@ -477,6 +463,18 @@ struct TaskJob {
 }
 
 impl TaskJob {
+    /// The work of `task` (a run, or a run again after its inputs came), for the pool.
+    fn new<R>(task: &Task<R>, resume: Resume, cx: &mut Context<'_>) -> TaskJob {
+        TaskJob {
+            id: task.id.clone(),
+            cancel: task.cancel.clone(),
+            answers: task.answers.clone(),
+            resume,
+            outbox: cx.connection().outbox().clone(),
+            stats: cx.stats().clone(),
+        }
+    }
+
     fn run(self) {
         let TaskJob {
             id,
