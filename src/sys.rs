@@ -254,6 +254,25 @@ pub(crate) fn redirect(src: BorrowedFd<'_>, target: RawFd) -> io::Result<()> {
     })
 }
 
+/// Makes glibc's `malloc` serve every block of `threshold` bytes or more from its own mapping
+/// (given back to the kernel by `free`), and stops it from raising that threshold by itself.
+/// Returns whether glibc took the setting; always `false` elsewhere.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+pub(crate) fn set_mmap_threshold(threshold: usize) -> bool {
+    let Ok(threshold) = libc::c_int::try_from(threshold) else {
+        return false;
+    };
+    // SAFETY: mallopt only changes the allocator's tunables (under its own lock) and takes
+    // plain integers; it returns 1 on success and 0 for a value it refuses.
+    unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, threshold) == 1 }
+}
+
+/// Other C libraries have no such setting.
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+pub(crate) fn set_mmap_threshold(_threshold: usize) -> bool {
+    false
+}
+
 /// The parent process id.
 pub(crate) fn parent_pid() -> libc::pid_t {
     // SAFETY: getppid cannot fail and has no arguments.

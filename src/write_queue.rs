@@ -4,8 +4,12 @@ use std::io;
 
 use crate::message::Message;
 
-/// Output written so far shrinks back to this after a large burst.
+/// A buffer that grew past this for a large burst (or one large message) is shrunk once written.
 const KEEP_CAPACITY: usize = 1 << 20;
+
+/// What such a buffer shrinks to: kept small, so that the next large message's request and text
+/// are not joined by a megabyte of idle output buffer.
+const SHRUNK_CAPACITY: usize = 64 * 1024;
 
 /// A byte queue that accepts whole messages and hands them to a non-blocking writer.
 #[derive(Debug)]
@@ -77,7 +81,7 @@ impl WriteQueue {
         self.buf.clear();
         self.pos = 0;
         if self.buf.capacity() > KEEP_CAPACITY {
-            self.buf.shrink_to(KEEP_CAPACITY);
+            self.buf.shrink_to(SHRUNK_CAPACITY);
         }
         Ok(true)
     }
@@ -145,6 +149,19 @@ mod tests {
             })
             .unwrap());
         assert_eq!(calls, 1);
+    }
+
+    #[test]
+    fn a_large_message_leaves_a_small_buffer_once_written() {
+        let mut q = WriteQueue::new(64 << 20);
+        q.push_bytes(&vec![b'x'; 10_000_000]);
+        q.push_bytes(b"\n");
+        assert!(q.write_to(|b| Ok(b.len())).unwrap());
+        assert!(
+            q.buf.capacity() <= SHRUNK_CAPACITY,
+            "capacity {}",
+            q.buf.capacity()
+        );
     }
 
     #[test]
