@@ -144,8 +144,8 @@ mod error;
 mod handler;
 #[cfg(feature = "internals")]
 pub mod internals;
+mod large_blocks;
 mod line_buffer;
-mod malloc_policy;
 mod mcp;
 mod message;
 mod process_tree;
@@ -174,7 +174,7 @@ pub use client::{
 pub use diagnostics::stderr_line;
 pub use error::{Error, Outcome};
 pub use handler::{Context, Handler};
-pub use malloc_policy::map_large_allocations;
+pub use large_blocks::LargeBlockAllocator;
 pub use mcp::arguments::Arguments;
 pub use mcp::context::McpContext;
 pub use mcp::logging::LogLevel;

@@ -96,6 +96,9 @@ impl LineBuffer {
         let cap = self.max_line.saturating_add(2 + BOM.len() + MIN_READ);
         let step = self.buf.len().clamp(MIN_READ, MAX_STEP);
         let wanted = (self.end + step).min(cap).max(self.end + MIN_READ);
+        let additional = wanted - self.buf.len();
+        self.buf.reserve(additional);
+        crate::sys::prefault(&mut self.buf.spare_capacity_mut()[..additional]);
         self.buf.resize(wanted, 0);
     }
 

@@ -254,23 +254,156 @@ pub(crate) fn redirect(src: BorrowedFd<'_>, target: RawFd) -> io::Result<()> {
     })
 }
 
-/// Makes glibc's `malloc` serve every block of `threshold` bytes or more from its own mapping
-/// (given back to the kernel by `free`), and stops it from raising that threshold by itself.
-/// Returns whether glibc took the setting; always `false` elsewhere.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-pub(crate) fn set_mmap_threshold(threshold: usize) -> bool {
-    let Ok(threshold) = libc::c_int::try_from(threshold) else {
-        return false;
-    };
-    // SAFETY: mallopt only changes the allocator's tunables (under its own lock) and takes
-    // plain integers; it returns 1 on success and 0 for a value it refuses.
-    unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, threshold) == 1 }
+/// Asks the kernel to fault in, in one call, the whole pages inside `buf` (memory about to be
+/// written), where the writes would otherwise take one page fault per 4 KiB page. A hint:
+/// a kernel without `MADV_POPULATE_WRITE` (before Linux 5.14) or any failure changes nothing.
+#[cfg(target_os = "linux")]
+pub(crate) fn prefault(buf: &mut [std::mem::MaybeUninit<u8>]) {
+    const PAGE: usize = 4096;
+    let start = buf.as_mut_ptr() as usize;
+    let first = start.next_multiple_of(PAGE);
+    let end = (start + buf.len()) / PAGE * PAGE;
+    if end > first {
+        // SAFETY: [first, end) lies inside `buf`, memory this process owns and may write;
+        // MADV_POPULATE_WRITE faults its pages in as a write would, without changing any byte.
+        unsafe {
+            libc::madvise(
+                first as *mut libc::c_void,
+                end - first,
+                libc::MADV_POPULATE_WRITE,
+            )
+        };
+    }
 }
 
-/// Other C libraries have no such setting.
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-pub(crate) fn set_mmap_threshold(_threshold: usize) -> bool {
-    false
+/// Elsewhere the writes fault the pages in themselves.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn prefault(_buf: &mut [std::mem::MaybeUninit<u8>]) {}
+
+/// A fresh private anonymous mapping of `len` bytes (zero-filled), or null.
+#[cfg(target_os = "linux")]
+fn map_anonymous(len: usize) -> *mut u8 {
+    let prot = libc::PROT_READ | libc::PROT_WRITE;
+    let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
+    // SAFETY: a new anonymous mapping at an address the kernel chooses touches no existing
+    // memory; MAP_FAILED is turned into null below.
+    let addr = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, flags, -1, 0) };
+    if addr == libc::MAP_FAILED {
+        std::ptr::null_mut()
+    } else {
+        addr.cast()
+    }
+}
+
+// The large-block allocator (`large_blocks.rs` has the bookkeeping and why). Every large block
+// is a mapping whose address and length the bookkeeping knows; the lock is held across each
+// call to the kernel, so that an address unmapped or moved cannot be recorded by another
+// thread before its old record is gone.
+#[cfg(target_os = "linux")]
+// SAFETY: small or over-aligned layouts go to `System` unchanged; a large one is a page-aligned
+// mapping of at least `pages(size)` bytes (so `align <= PAGE` is met), live until `dealloc`;
+// `realloc` keeps the contents (in place, by `mremap`, which moves pages with their contents,
+// or by copying `min(old, new)` bytes across the two allocators) and leaves the old block
+// valid when it returns null.
+unsafe impl std::alloc::GlobalAlloc for crate::large_blocks::LargeBlockAllocator {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        use crate::large_blocks::{is_large, pages};
+        if !is_large(layout.size(), layout.align()) {
+            // SAFETY: the caller's layout, as GlobalAlloc requires.
+            return unsafe { std::alloc::System.alloc(layout) };
+        }
+        let mut blocks = self.blocks();
+        match blocks.take_spare(layout.size()) {
+            Some(addr) => addr as *mut u8,
+            None => map_anonymous(pages(layout.size())),
+        }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
+        use crate::large_blocks::{is_large, pages};
+        if !is_large(layout.size(), layout.align()) {
+            // SAFETY: the caller's layout, as GlobalAlloc requires.
+            return unsafe { std::alloc::System.alloc_zeroed(layout) };
+        }
+        // Fresh pages are zero and cost nothing until touched; the spare would need zeroing.
+        map_anonymous(pages(layout.size()))
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        if !crate::large_blocks::is_large(layout.size(), layout.align()) {
+            // SAFETY: `ptr` came from `System` with this layout (small blocks always do).
+            return unsafe { std::alloc::System.dealloc(ptr, layout) };
+        }
+        let mut blocks = self.blocks();
+        if let Some((addr, len)) = blocks.free(ptr as usize, layout.size()) {
+            // SAFETY: [addr, addr + len) is a whole mapping of ours that nothing uses any more.
+            unsafe { libc::munmap(addr as *mut libc::c_void, len) };
+        }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
+        use crate::large_blocks::{is_large, pages};
+        let align = layout.align();
+        // SAFETY: GlobalAlloc's contract: `new_size`, rounded up to `align`, does not overflow.
+        let new_layout = unsafe { std::alloc::Layout::from_size_align_unchecked(new_size, align) };
+        match (is_large(layout.size(), align), is_large(new_size, align)) {
+            // SAFETY: a small block is `System`'s, with this layout.
+            (false, false) => return unsafe { std::alloc::System.realloc(ptr, layout, new_size) },
+            (true, true) => {}
+            _ => {
+                // Across the two allocators: allocate, copy, free.
+                // SAFETY: `new_layout` is valid and non-zero (one side is large).
+                let new = unsafe { self.alloc(new_layout) };
+                if !new.is_null() {
+                    // SAFETY: both blocks are live, distinct, and at least this long.
+                    unsafe { std::ptr::copy_nonoverlapping(ptr, new, layout.size().min(new_size)) };
+                    // SAFETY: `ptr` is live with `layout`, and no longer used.
+                    unsafe { self.dealloc(ptr, layout) };
+                }
+                return new;
+            }
+        }
+        let mut blocks = self.blocks();
+        let len = blocks.mapping_len(ptr as usize, layout.size());
+        let wanted = pages(new_size);
+        if wanted == len || (wanted < len && len != pages(layout.size())) {
+            // It fits the mapping it has (a reused spare keeps its whole length).
+            return ptr;
+        }
+        // SAFETY: [ptr, ptr + len) is a whole mapping of ours; mremap moves or resizes it with
+        // its contents, or fails and leaves it as it was.
+        let new = unsafe { libc::mremap(ptr.cast(), len, wanted, libc::MREMAP_MAYMOVE) };
+        if new == libc::MAP_FAILED {
+            return std::ptr::null_mut();
+        }
+        blocks.forget(ptr as usize);
+        new.cast()
+    }
+}
+
+// Elsewhere (no `mremap`), the system allocator as it is.
+#[cfg(not(target_os = "linux"))]
+// SAFETY: every call is passed to `System` unchanged.
+unsafe impl std::alloc::GlobalAlloc for crate::large_blocks::LargeBlockAllocator {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { std::alloc::System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { std::alloc::System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { std::alloc::System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { std::alloc::System.realloc(ptr, layout, new_size) }
+    }
 }
 
 /// The parent process id.

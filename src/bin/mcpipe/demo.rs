@@ -143,8 +143,6 @@ pub(crate) fn run(args: Vec<String>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    // Where glibc is not the C library this does nothing, and large messages cost more memory.
-    mcpipe::map_large_allocations(crate::LARGE_ALLOCATION);
     let mut loop_config = Server::new().idle_timeout(options.idle_timeout);
     if let Some(bytes) = options.max_message_bytes {
         loop_config = loop_config.max_message_bytes(bytes);

@@ -87,8 +87,6 @@ pub(crate) fn run(args: Vec<String>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    // As for `mcpipe demo`: large messages are relayed through large buffers.
-    mcpipe::map_large_allocations(crate::LARGE_ALLOCATION);
     match wrapper.run() {
         Ok(outcome) => ExitCode::from(outcome.exit_code()),
         Err(e) => {
