@@ -71,6 +71,7 @@ pub struct Server {
     max_read_ahead_bytes: usize,
     max_in_flight: usize,
     shutdown_grace: Duration,
+    keep_raw_lines: bool,
 }
 
 impl Default for Server {
@@ -95,6 +96,7 @@ impl Server {
             max_read_ahead_bytes: 32 << 20,
             max_in_flight: 256,
             shutdown_grace: Duration::from_secs(10),
+            keep_raw_lines: false,
         }
     }
 
@@ -183,6 +185,13 @@ impl Server {
         self
     }
 
+    /// Keeps each message's line for the handler ([`Context::take_raw_line`]): a relay
+    /// forwards what it does not change as it came, instead of writing it again.
+    pub(crate) fn keep_raw_lines(mut self) -> Server {
+        self.keep_raw_lines = true;
+        self
+    }
+
     /// Serves on stdin and stdout until end of input, a signal, or the peer going away.
     ///
     /// # Errors
@@ -225,6 +234,7 @@ impl Server {
         let parent = self.orphan_check.map(|_| sys::parent_pid());
         let mut idle_fired = false;
         conn.session.cancel_method = handler.cancel_method().map(str::to_owned);
+        conn.session.keep_raw_lines = self.keep_raw_lines;
         loop {
             if conn.watches() {
                 conn.wait(Some(Duration::ZERO))?;

@@ -112,7 +112,8 @@ impl Handler for Relay {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(request.id.clone(), pending);
-        self.shared.to_server(&Message::Request(request));
+        self.shared
+            .forward(&Message::Request(request), cx.take_raw_line());
         Ok(Value::Null) // ignored: the responder answers
     }
 
@@ -121,13 +122,15 @@ impl Handler for Relay {
         if notification.method == "notifications/initialized" {
             self.shared.initialized.store(true, Ordering::Release);
         }
-        self.shared.to_server(&Message::Notification(notification));
+        self.shared
+            .forward(&Message::Notification(notification), cx.take_raw_line());
     }
 
     fn handle_response(&mut self, response: Response, cx: &mut Context<'_>) {
         // The client's answer to a request the server sent it: back to the server, unchanged.
         self.start(cx);
-        self.shared.to_server(&Message::Response(response));
+        self.shared
+            .forward(&Message::Response(response), cx.take_raw_line());
     }
 
     fn handle_cancelled(&mut self, request: RequestId, _cx: &mut Context<'_>) {

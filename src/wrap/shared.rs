@@ -261,6 +261,16 @@ impl Outgoing {
             request,
         }
     }
+
+    /// A line the client sent, forwarded as it came: it was only read, not changed.
+    pub(super) fn forwarded(mut line: Vec<u8>, request: Option<RequestId>) -> Outgoing {
+        line.push(b'\n');
+        Outgoing {
+            bytes: line,
+            continues: false,
+            request,
+        }
+    }
 }
 
 /// Lines for the server's stdin, in order, `closed` once the client is done.
