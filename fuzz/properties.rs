@@ -209,6 +209,7 @@ pub(crate) fn message(line: &[u8]) {
         "the lazy envelope and the Value path disagree on {:?}",
         String::from_utf8_lossy(line)
     );
+    check_relayed(line);
     let single = |c: Classified| match c {
         Classified::Single(r) => r,
         Classified::Batch(items) => panic!("a non-array line was classified as a batch {items:?}"),
@@ -233,6 +234,37 @@ pub(crate) fn message(line: &[u8]) {
         }
         Ok(value) => check_classified(&value, single(classified)),
     }
+}
+
+/// A relay's reading of a line is the loop's, but for params it leaves in the line.
+fn check_relayed(line: &[u8]) {
+    let without_params = |c: Classified| match c {
+        Classified::Single(Ok(Message::Request(mut r))) => {
+            r.params = None;
+            Classified::Single(Ok(Message::Request(r)))
+        }
+        Classified::Single(Ok(Message::Notification(mut n))) => {
+            n.params = None;
+            Classified::Single(Ok(Message::Notification(n)))
+        }
+        other => other,
+    };
+    let relayed = without_params(internals::classify_relayed(line));
+    let full = without_params(internals::classify(line));
+    let same = match (&relayed, &full) {
+        (Classified::Single(a), Classified::Single(b)) => a == b,
+        (Classified::Batch(a), Classified::Batch(b)) => a == b,
+        _ => false,
+    };
+    // Params are validated as JSON text, not built: a number beyond `f64` is the server's
+    // to judge.
+    let out_of_range = matches!(&full, Classified::Single(Err(r))
+        if r.result.as_ref().is_err_and(|e| e.message.contains("number out of range")));
+    assert!(
+        same || out_of_range,
+        "a relay reads {:?} otherwise: {relayed:?} against {full:?}",
+        String::from_utf8_lossy(line)
+    );
 }
 
 fn check_classified(value: &Value, got: Result<Message, Response>) {

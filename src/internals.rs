@@ -137,6 +137,18 @@ pub fn classify_by_value(line: &[u8]) -> Classified {
     }
 }
 
+/// Classifies one line as the loop of a relay (`mcpipe wrap`) does, which forwards lines as
+/// they came: the same outcome as [`classify`], except that requests and notifications may
+/// come with `params: None` (their line holds them) and that numbers in params are not
+/// checked against `f64`'s range (the `message` fuzz target checks both).
+pub fn classify_relayed(line: &[u8]) -> Classified {
+    match crate::relayed::parse_relayed(line, |_| false) {
+        Parsed::Single(message) => Classified::Single(Ok(message)),
+        Parsed::Invalid(response) => Classified::Single(Err(response)),
+        Parsed::Batch(items) => Classified::Batch(items),
+    }
+}
+
 /// Drives the server loop's sans-IO session (the state the loop keeps: framing, read-ahead,
 /// cancellation matching, answers owed by responders) with `stream`, handed over in pieces whose
 /// sizes cycle through `pieces` (each at least 1), as the loop and a scripted handler would, with

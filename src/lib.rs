@@ -142,6 +142,7 @@ mod diagnostics;
 mod endpoint;
 mod error;
 mod handler;
+mod id_map;
 #[cfg(feature = "internals")]
 pub mod internals;
 mod line_buffer;
@@ -150,6 +151,7 @@ mod message;
 mod process_tree;
 mod protocol;
 mod readiness;
+mod relayed;
 mod responder;
 mod server;
 mod session;

@@ -8,7 +8,7 @@
 //!
 //! Because it needs no fds, it is unit-tested on plain bytes below and fuzzed directly.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
@@ -17,10 +17,12 @@ use serde_json::Value;
 
 use crate::diagnostics::{excerpt, Diagnostics};
 use crate::error::Error;
+use crate::id_map::{IdMap, IdSet};
 use crate::line_buffer::{Line, LineBuffer};
 use crate::message::{
     parse_line, ErrorCode, ErrorObject, Message, Notification, Parsed, RequestId, Response,
 };
+use crate::relayed::parse_relayed;
 use crate::responder::{answer_message, CancelToken, Event};
 use crate::stats::Stats;
 use crate::write_queue::WriteQueue;
@@ -75,13 +77,13 @@ pub(crate) struct Session {
     next_request_id: Arc<AtomicI64>,
     /// Requests whose answer a [`crate::Responder`] owes, with their cancellation and whether
     /// the peer may cancel them.
-    pub(crate) owed: HashMap<RequestId, (CancelToken, bool)>,
+    pub(crate) owed: IdMap<(CancelToken, bool)>,
     /// The owed answers that wait on something else rather than on work (a `tasks/result`
     /// waiting for its task): they do not count toward the in-flight bound, or enough of them
     /// would stop the loop from starting the requests they wait for. A subset of `owed`'s keys.
-    pub(crate) waiting: HashSet<RequestId>,
+    pub(crate) waiting: IdSet,
     /// Requests other threads sent to the peer, and where their responses go.
-    outbound: HashMap<RequestId, Sender<Response>>,
+    outbound: IdMap<Sender<Response>>,
     /// Data posted for the handler, handed to it on the loop's thread after the current call.
     pub(crate) posts: VecDeque<Box<dyn std::any::Any + Send>>,
     /// Requests answered later whose cancellation by the peer the handler has not been told
@@ -100,7 +102,7 @@ pub(crate) struct Session {
     /// Ids of requests waiting in `deferred` that the peer cancelled before they started.
     /// Invariant: every id here named a request in `deferred` when it was added, so the set is
     /// never larger than the queue was.
-    pub(crate) cancelled_queued: HashSet<RequestId>,
+    pub(crate) cancelled_queued: IdSet,
     /// The id of a request we sent and whose response a handler is waiting for.
     pub(crate) awaiting: Option<RequestId>,
     /// That response, once it arrived.
@@ -110,9 +112,10 @@ pub(crate) struct Session {
     pub(crate) stats: Stats,
     pub(crate) diagnostics: Diagnostics,
     max_message_bytes: usize,
-    /// Keep each single message's line as it came ([`Session::take_raw_line`]): for a relay
-    /// that forwards what it does not change.
-    pub(crate) keep_raw_lines: bool,
+    /// For a relay that forwards what it does not change: keep each single message's line as
+    /// it came ([`Session::take_raw_line`]), and build params only for the methods this
+    /// names (and the cancel method): see [`crate::relayed`].
+    pub(crate) relay_lines: Option<fn(&str) -> bool>,
     /// The line of the message handed out last, when kept.
     raw_line: Option<Vec<u8>>,
 }
@@ -139,23 +142,23 @@ impl Session {
             peer_gone: false,
             signal: None,
             next_request_id,
-            owed: HashMap::new(),
-            waiting: HashSet::new(),
-            outbound: HashMap::new(),
+            owed: IdMap::default(),
+            waiting: IdSet::default(),
+            outbound: IdMap::default(),
             posts: VecDeque::new(),
             cancelled_owed: VecDeque::new(),
             cancel_method: None,
             running: None,
             running_cancelled: false,
             response_withheld: false,
-            cancelled_queued: HashSet::new(),
+            cancelled_queued: IdSet::default(),
             awaiting: None,
             arrived: None,
             method_scratch: String::new(),
             stats: Stats::default(),
             diagnostics: Diagnostics::new(limits.log_bad_input),
             max_message_bytes: limits.max_message_bytes,
-            keep_raw_lines: false,
+            relay_lines: None,
             raw_line: None,
         }
     }
@@ -514,8 +517,13 @@ impl Session {
         let parsed = match line {
             Line::Complete(bytes) => {
                 length = bytes.len();
-                let parsed = parse_line(bytes);
-                if self.keep_raw_lines && matches!(parsed, Parsed::Single(_)) {
+                let parsed = match self.relay_lines {
+                    None => parse_line(bytes),
+                    Some(needs_params) => parse_relayed(bytes, |method| {
+                        needs_params(method) || Some(method) == self.cancel_method.as_deref()
+                    }),
+                };
+                if self.relay_lines.is_some() && matches!(parsed, Parsed::Single(_)) {
                     // Room for the newline the relay adds.
                     let mut line = Vec::with_capacity(bytes.len() + 1);
                     line.extend_from_slice(bytes);

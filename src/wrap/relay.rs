@@ -192,6 +192,12 @@ impl Handler for Relay {
     }
 }
 
+/// The methods whose params the relay reads: `initialize`'s are replayed to a restarted
+/// server, and a list's cursor tells whether its answer is the first page.
+pub(super) fn needs_params(method: &str) -> bool {
+    method == "initialize" || child::is_remembered_list(method)
+}
+
 impl Relay {
     /// Stops reading the server's stdout (at its end, or when a new server replaces it).
     fn close_upstream(&mut self, cx: &mut Context<'_>) {
