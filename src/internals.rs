@@ -139,8 +139,7 @@ pub fn classify_by_value(line: &[u8]) -> Classified {
 
 /// Classifies one line as the loop of a relay (`mcpipe wrap`) does, which forwards lines as
 /// they came: the same outcome as [`classify`], except that requests and notifications may
-/// come with `params: None` (their line holds them) and that numbers in params are not
-/// checked against `f64`'s range (the `message` fuzz target checks both).
+/// come with `params: None` (their line holds them; the `message` fuzz target checks it).
 pub fn classify_relayed(line: &[u8]) -> Classified {
     match crate::relayed::parse_relayed(line, |_| false) {
         Parsed::Single(message) => Classified::Single(Ok(message)),

@@ -145,6 +145,7 @@ mod handler;
 mod id_map;
 #[cfg(feature = "internals")]
 pub mod internals;
+mod json_scan;
 mod line_buffer;
 mod mcp;
 mod message;

@@ -422,7 +422,7 @@ fn invalid(id: Option<RequestId>, why: &str) -> Response {
 }
 
 /// The members of a JSON object, however the object was read.
-pub(crate) trait Members {
+trait Members {
     fn member(&self, name: &str) -> Option<&Value>;
     /// Moves a member's value out; what the member reads as afterwards is unspecified.
     fn take_member(&mut self, name: &str) -> Option<Value>;
@@ -460,7 +460,7 @@ fn classify(value: Value) -> Result<Message, Response> {
 }
 
 /// Classifies the members of one JSON object as a message.
-pub(crate) fn classify_members(mut obj: impl Members) -> Result<Message, Response> {
+fn classify_members(mut obj: impl Members) -> Result<Message, Response> {
     // The id is recovered first, so that every later complaint can carry it.
     let id = match obj.member("id") {
         None => None,

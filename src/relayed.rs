@@ -1,14 +1,10 @@
 //! Lines read for a relay (`mcpipe wrap`), which forwards each line as it came: the envelope
-//! is checked exactly as [`parse_line`] checks it, but the params of a request or a
-//! notification are only validated as JSON, not built into a `Value`, unless the relay (or the
-//! loop, for cancellations) needs them. Building them was a third of the relay's work.
+//! is read as [`parse_line`] reads it (to the same outcome), but the params of a request or a
+//! notification are only checked as JSON text ([`json_scan`]), not built into a `Value`,
+//! unless the relay (or the loop, for cancellations) needs them.
 
-use std::collections::BTreeMap;
-
-use serde_json::value::RawValue;
-use serde_json::{Map, Value};
-
-use crate::message::{classify_members, parse_line, Message, Parsed};
+use crate::json_scan;
+use crate::message::{parse_line, Message, Notification, Parsed, Request, RequestId};
 
 /// Parses one line for a relay. A request or notification whose method `needs_params` refuses
 /// comes back with `params: None` (its line holds them, validated); everything else (other
@@ -18,59 +14,64 @@ pub(crate) fn parse_relayed(bytes: &[u8], needs_params: impl Fn(&str) -> bool) -
 }
 
 fn lazily(bytes: &[u8], needs_params: impl Fn(&str) -> bool) -> Option<Parsed> {
-    // Member names with escapes, another JSON type, invalid JSON: the full path decides.
-    let members = serde_json::from_slice::<BTreeMap<&str, &RawValue>>(bytes).ok()?;
-    let method = serde_json::from_str::<&str>(members.get("method")?.get()).ok()?;
+    // Anything but the four members of a request or notification, each once and plainly
+    // written, and anything the scan leaves to serde_json: the full path decides (and words
+    // the errors).
+    let members = json_scan::object_members(bytes)?;
+    let [mut jsonrpc, mut id, mut method, mut params] = [None; 4];
+    for member in members.iter() {
+        let slot = match member.name {
+            "jsonrpc" => &mut jsonrpc,
+            "id" => &mut id,
+            "method" => &mut method,
+            "params" => &mut params,
+            _ => return None,
+        };
+        if slot.replace(member.value).is_some() {
+            return None;
+        }
+    }
+    if jsonrpc? != "\"2.0\"" {
+        return None;
+    }
+    let method = json_scan::plain_string(method?)?;
     if needs_params(method) {
         return None;
     }
-    let mut envelope = BTreeMap::new();
-    for (name, raw) in members {
-        let value = if name == "params" {
-            if !reads_as_a_value_would(raw.get().as_bytes()) {
-                return None;
-            }
-            // Its kind is all the classification reads: an empty stand-in of that kind.
-            match raw.get().trim_start().as_bytes().first() {
-                Some(b'{') => Value::Object(Map::new()),
-                Some(b'[') => Value::Array(Vec::new()),
-                _ => return None,
-            }
-        } else {
-            serde_json::from_str(raw.get()).ok()?
-        };
-        envelope.insert(name, value);
+    // Only the kind of params is checked: an object or an array.
+    if params.is_some_and(|p| !p.starts_with(['{', '['])) {
+        return None;
     }
-    Some(match classify_members(envelope) {
-        Ok(Message::Request(mut request)) => {
-            request.params = None;
-            Parsed::Single(Message::Request(request))
-        }
-        Ok(Message::Notification(mut notification)) => {
-            notification.params = None;
-            Parsed::Single(Message::Notification(notification))
-        }
-        // A method makes it a request or a notification, or an error: not reached.
-        Ok(other) => Parsed::Single(other),
-        Err(response) => Parsed::Invalid(response),
-    })
+    let method = method.to_owned();
+    Some(Parsed::Single(match id {
+        None => Message::Notification(Notification {
+            method,
+            params: None,
+        }),
+        Some(id) => Message::Request(Request {
+            id: plain_id(id)?,
+            method,
+            params: None,
+        }),
+    }))
 }
 
-/// Validating params as JSON text accepts what building a `Value` refuses in two cases: a
-/// lone surrogate escape (`"\ud800"`) and nesting deeper than serde_json's limit of 128. Such
-/// params take the full path, which refuses them as before: every `\u` escape (rare in
-/// practice) and more than [`MAX_OPENINGS`] brackets (counted in strings too, so never fewer
-/// than the depth).
-fn reads_as_a_value_would(params: &[u8]) -> bool {
-    memchr::memmem::find(params, b"\\u").is_none()
-        && memchr::memchr2_iter(b'{', b'[', params)
-            .take(MAX_OPENINGS + 1)
-            .count()
-            <= MAX_OPENINGS
+/// An id written as a string without escapes or as an integer that fits an `i64` (as
+/// serde_json reads it); `None` for anything else, which the full path judges.
+pub(crate) fn plain_id(text: &str) -> Option<RequestId> {
+    if let Some(s) = json_scan::plain_string(text) {
+        return Some(RequestId::from(s));
+    }
+    let digits = text.strip_prefix('-').unwrap_or(text);
+    // `-0` is a float to serde_json; 18 digits always fit.
+    if digits.is_empty() || digits.len() > 18 || (digits != text && digits.starts_with('0')) {
+        return None;
+    }
+    if !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse::<i64>().ok().map(RequestId::from)
 }
-
-/// Below serde_json's recursion limit (128) with the envelope's own level to spare.
-const MAX_OPENINGS: usize = 100;
 
 #[cfg(test)]
 mod tests {
@@ -126,6 +127,17 @@ mod tests {
             r#""just a string""#,
             r#"{"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"m","params":["\ud800"]}"#,
+            r#"{"jsonrpc":"2.0","id":-0,"method":"m"}"#,
+            r#"{"jsonrpc":"2.0","id":-7,"method":"m"}"#,
+            r#"{"jsonrpc":"2.0","id":0,"method":"m"}"#,
+            r#"{"jsonrpc":"2.0","id":999999999999999999,"method":"m"}"#,
+            r#"{"jsonrpc":"2.0","id":9223372036854775807,"method":"m"}"#,
+            r#"{"jsonrpc":"2.0","id":18446744073709551615,"method":"m"}"#,
+            r#"{"jsonrpc":"2.0","id":"","method":"m","extra":{"x":1}}"#,
+            r#"{"jsonrpc":"2.0","id":"a\"b","method":"m"}"#,
+            r#"{"jsonrpc":"2.0","id":true,"method":"m"}"#,
+            r#"{"jsonrpc":"2.0","method":"m","params":[]}"#,
+            r#"{"jsonrpc": "2.0" ,"method":"m","id":1,"id":2}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"m","params":["\u00e9\ud83d\ude00"]}"#,
         ];
         for line in lines {
