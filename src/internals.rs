@@ -148,6 +148,19 @@ pub fn classify_relayed(line: &[u8]) -> Classified {
     }
 }
 
+/// The top-level members (name, value text) of a JSON object as the relay's quick scan finds
+/// them, or `None` where it leaves the text to serde_json. Whatever it accepts, serde_json
+/// must accept alike (the `message` fuzz target checks it).
+pub fn scan_members(line: &[u8]) -> Option<Vec<(String, String)>> {
+    let members = crate::json_scan::object_members(line)?;
+    Some(
+        members
+            .iter()
+            .map(|m| (m.name.to_owned(), m.value.to_owned()))
+            .collect(),
+    )
+}
+
 /// Drives the server loop's sans-IO session (the state the loop keeps: framing, read-ahead,
 /// cancellation matching, answers owed by responders) with `stream`, handed over in pieces whose
 /// sizes cycle through `pieces` (each at least 1), as the loop and a scripted handler would, with
