@@ -17,9 +17,6 @@ const MAX_DEPTH: usize = 100;
 /// about 1.8e308).
 const MAX_INTEGER_DIGITS: usize = 300;
 
-/// Strings are searched a byte at a time for this long before a vector search starts.
-const SHORT: usize = 24;
-
 /// One top-level member: its name (without quotes; it had no escapes) and its value's text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Member<'a> {
@@ -109,6 +106,19 @@ pub(crate) fn object_members(bytes: &[u8]) -> Option<Members<'_>> {
 pub(crate) fn plain_string(value: &str) -> Option<&str> {
     let inner = value.strip_prefix('"')?.strip_suffix('"')?;
     (!inner.contains('\\')).then_some(inner)
+}
+
+/// Whether any of the eight bytes of `word` may be a `"`, a `\\` or a control character.
+/// Never wrong when it says no; a yes is checked a byte at a time.
+fn may_matter(word: u64) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    // A byte below `n` (for `n` up to 0x80) sets its high bit in `(w - n) & !w`.
+    let below = |w: u64, n: u8| w.wrapping_sub(ONES * u64::from(n)) & !w & HIGH;
+    below(word ^ (ONES * u64::from(b'"')), 1)
+        | below(word ^ (ONES * u64::from(b'\\')), 1)
+        | below(word, 0x20)
+        != 0
 }
 
 /// A cursor over the text being checked.
@@ -205,30 +215,29 @@ impl Scan<'_> {
     }
 
     /// Moves to the next `"` or `\\` of a string; `None` at a control character or the end.
-    /// The text is UTF-8 already: nothing else in a string matters.
+    /// The text is UTF-8 already: nothing else in a string matters. Eight bytes at a time
+    /// while none of them matters, then a byte at a time.
     fn skip_to_quote_or_escape(&mut self) -> Option<()> {
-        let rest = &self.bytes[self.at..];
-        // Most strings are short: a byte at a time first, then a vector at a time.
-        for (i, &b) in rest.iter().take(SHORT).enumerate() {
+        let mut at = self.at;
+        while let Some(chunk) = self.bytes.get(at..at + 8) {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            if may_matter(u64::from_le_bytes(word)) {
+                break;
+            }
+            at += 8;
+        }
+        while let Some(&b) = self.bytes.get(at) {
             if b == b'"' || b == b'\\' {
-                self.at += i;
+                self.at = at;
                 return Some(());
             }
             if b < 0x20 {
                 return None;
             }
+            at += 1;
         }
-        let long = rest.get(SHORT..)?;
-        let stop = memchr::memchr2(b'"', b'\\', long)?;
-        // Branch-free, so that it runs a vector at a time too.
-        if long[..stop]
-            .iter()
-            .fold(false, |control, &b| control | (b < 0x20))
-        {
-            return None;
-        }
-        self.at += SHORT + stop;
-        Some(())
+        None
     }
 
     fn literal(&mut self, word: &[u8]) -> Option<()> {
@@ -334,6 +343,22 @@ mod tests {
             assert!(members(text).is_none(), "{text}");
         }
         assert!(object_members(b"{\"a\":\"\xff\"}").is_none());
+    }
+
+    #[test]
+    fn a_word_is_searched_when_and_only_when_one_of_its_bytes_matters() {
+        for b in 0..=255u8 {
+            let matters = b == b'"' || b == b'\\' || b < 0x20;
+            for at in 0..8 {
+                let mut word = [b'a'; 8];
+                word[at] = b;
+                assert_eq!(may_matter(u64::from_le_bytes(word)), matters, "{b:#x} at {at}");
+            }
+        }
+        let text = format!(r#"{{"a":"{}\n{}","b":1}}"#, "x".repeat(37), "é".repeat(20));
+        assert_eq!(members(&text).unwrap().len(), 2);
+        let control = format!("{{\"a\":\"{}\u{1}\"}}", "x".repeat(37));
+        assert!(members(&control).is_none());
     }
 
     #[test]
