@@ -403,6 +403,12 @@ impl<'a> Context<'a> {
             .take_event_here(crate::responder::Event::Answer { id, result });
     }
 
+    /// The line of the message being handled, as the peer sent it (without its newline),
+    /// when the server keeps lines (a relay's); `None` for a batch's messages.
+    pub(crate) fn take_raw_line(&mut self) -> Option<Vec<u8>> {
+        self.conn.session.take_raw_line()
+    }
+
     /// [`Context::respond`] with a result that is JSON text already (checked by the caller:
     /// a relay forwards its upstream's answer as it came, without a `Value` in between).
     pub(crate) fn respond_raw(&mut self, responder: Responder, result: &str) {

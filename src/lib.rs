@@ -142,8 +142,10 @@ mod diagnostics;
 mod endpoint;
 mod error;
 mod handler;
+mod id_map;
 #[cfg(feature = "internals")]
 pub mod internals;
+mod json_scan;
 mod large_blocks;
 mod line_buffer;
 mod mcp;
@@ -151,6 +153,7 @@ mod message;
 mod process_tree;
 mod protocol;
 mod readiness;
+mod relayed;
 mod responder;
 mod server;
 mod session;

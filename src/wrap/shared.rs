@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use super::pacing::Pacing;
 use super::Wrapper;
+use crate::id_map::IdMap;
 use crate::message::{ErrorObject, Message, RequestId};
 use crate::responder::Responder;
 
@@ -69,7 +70,7 @@ pub(super) struct Stop {
 #[derive(Debug)]
 pub(super) struct Shared {
     pub(super) config: Wrapper,
-    pub(super) pending: Mutex<HashMap<RequestId, Pending>>,
+    pub(super) pending: Mutex<IdMap<Pending>>,
     pub(super) queue: Mutex<Queue>,
     pub(super) queue_changed: Condvar,
     /// The client's `initialize` params, replayed to a restarted server.
@@ -102,7 +103,7 @@ impl Shared {
     pub(super) fn new(config: Wrapper) -> Shared {
         Shared {
             config,
-            pending: Mutex::new(HashMap::new()),
+            pending: Mutex::new(IdMap::default()),
             queue: Mutex::new(Queue::default()),
             queue_changed: Condvar::new(),
             init: Mutex::new(None),
@@ -257,6 +258,16 @@ impl Outgoing {
         };
         Outgoing {
             bytes: message.to_line(),
+            continues: false,
+            request,
+        }
+    }
+
+    /// A line the client sent, forwarded as it came: it was only read, not changed.
+    pub(super) fn forwarded(mut line: Vec<u8>, request: Option<RequestId>) -> Outgoing {
+        line.push(b'\n');
+        Outgoing {
+            bytes: line,
             continues: false,
             request,
         }

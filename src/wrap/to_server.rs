@@ -28,7 +28,23 @@ impl Shared {
     /// it and the pipe is empty (with pacing), without blocking; queued for the writer
     /// thread otherwise.
     pub(super) fn to_server(&self, message: &Message) {
-        let mut line = Outgoing::new(message);
+        self.send(Outgoing::new(message));
+    }
+
+    /// Sends the client's message to the server: its own line when the loop kept it (the
+    /// bytes it sent, not written again), else the message written as a line.
+    pub(super) fn forward(&self, message: &Message, line: Option<Vec<u8>>) {
+        let request = match message {
+            Message::Request(r) => Some(r.id.clone()),
+            _ => None,
+        };
+        match line {
+            Some(line) => self.send(Outgoing::forwarded(line, request)),
+            None => self.send(Outgoing::new(message)),
+        }
+    }
+
+    fn send(&self, mut line: Outgoing) {
         let mut queue = lock(&self.queue);
         let free = queue.lines.is_empty() && !queue.busy && lock(&self.replay).is_none();
         let (batches, probing) = if free {
