@@ -65,6 +65,7 @@ impl LargeBlockAllocator {
 }
 
 /// Whether an allocation of `size` bytes aligned to `align` gets its own mapping.
+#[inline]
 pub(crate) fn is_large(size: usize, align: usize) -> bool {
     size >= LARGE && align <= PAGE
 }

@@ -298,75 +298,38 @@ fn map_anonymous(len: usize) -> *mut u8 {
 // The large-block allocator (`large_blocks.rs` has the bookkeeping and why). Every large block
 // is a mapping whose address and length the bookkeeping knows; the lock is held across each
 // call to the kernel, so that an address unmapped or moved cannot be recorded by another
-// thread before its old record is gone.
+// thread before its old record is gone. Small blocks take an inlined test and go to `System`;
+// the large paths are out of line.
 #[cfg(target_os = "linux")]
-// SAFETY: small or over-aligned layouts go to `System` unchanged; a large one is a page-aligned
-// mapping of at least `pages(size)` bytes (so `align <= PAGE` is met), live until `dealloc`;
-// `realloc` keeps the contents (in place, by `mremap`, which moves pages with their contents,
-// or by copying `min(old, new)` bytes across the two allocators) and leaves the old block
-// valid when it returns null.
-unsafe impl std::alloc::GlobalAlloc for crate::large_blocks::LargeBlockAllocator {
-    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
-        use crate::large_blocks::{is_large, pages};
-        if !is_large(layout.size(), layout.align()) {
-            // SAFETY: the caller's layout, as GlobalAlloc requires.
-            return unsafe { std::alloc::System.alloc(layout) };
-        }
-        let mut blocks = self.blocks();
-        match blocks.take_spare(layout.size()) {
+impl crate::large_blocks::LargeBlockAllocator {
+    #[cold]
+    #[inline(never)]
+    fn alloc_large(&self, size: usize) -> *mut u8 {
+        match self.blocks().take_spare(size) {
             Some(addr) => addr as *mut u8,
-            None => map_anonymous(pages(layout.size())),
+            None => map_anonymous(crate::large_blocks::pages(size)),
         }
     }
 
-    unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
-        use crate::large_blocks::{is_large, pages};
-        if !is_large(layout.size(), layout.align()) {
-            // SAFETY: the caller's layout, as GlobalAlloc requires.
-            return unsafe { std::alloc::System.alloc_zeroed(layout) };
-        }
-        // Fresh pages are zero and cost nothing until touched; the spare would need zeroing.
-        map_anonymous(pages(layout.size()))
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
-        if !crate::large_blocks::is_large(layout.size(), layout.align()) {
-            // SAFETY: `ptr` came from `System` with this layout (small blocks always do).
-            return unsafe { std::alloc::System.dealloc(ptr, layout) };
-        }
-        let mut blocks = self.blocks();
-        if let Some((addr, len)) = blocks.free(ptr as usize, layout.size()) {
+    #[cold]
+    #[inline(never)]
+    fn dealloc_large(&self, ptr: *mut u8, size: usize) {
+        if let Some((addr, len)) = self.blocks().free(ptr as usize, size) {
             // SAFETY: [addr, addr + len) is a whole mapping of ours that nothing uses any more.
             unsafe { libc::munmap(addr as *mut libc::c_void, len) };
         }
     }
 
-    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
-        use crate::large_blocks::{is_large, pages};
-        let align = layout.align();
-        // SAFETY: GlobalAlloc's contract: `new_size`, rounded up to `align`, does not overflow.
-        let new_layout = unsafe { std::alloc::Layout::from_size_align_unchecked(new_size, align) };
-        match (is_large(layout.size(), align), is_large(new_size, align)) {
-            // SAFETY: a small block is `System`'s, with this layout.
-            (false, false) => return unsafe { std::alloc::System.realloc(ptr, layout, new_size) },
-            (true, true) => {}
-            _ => {
-                // Across the two allocators: allocate, copy, free.
-                // SAFETY: `new_layout` is valid and non-zero (one side is large).
-                let new = unsafe { self.alloc(new_layout) };
-                if !new.is_null() {
-                    // SAFETY: both blocks are live, distinct, and at least this long.
-                    unsafe { std::ptr::copy_nonoverlapping(ptr, new, layout.size().min(new_size)) };
-                    // SAFETY: `ptr` is live with `layout`, and no longer used.
-                    unsafe { self.dealloc(ptr, layout) };
-                }
-                return new;
-            }
-        }
+    /// `realloc` of a large block to a large size: in place when the mapping is long enough,
+    /// else `mremap`.
+    #[cold]
+    #[inline(never)]
+    fn realloc_large(&self, ptr: *mut u8, size: usize, new_size: usize) -> *mut u8 {
+        use crate::large_blocks::pages;
         let mut blocks = self.blocks();
-        let len = blocks.mapping_len(ptr as usize, layout.size());
+        let len = blocks.mapping_len(ptr as usize, size);
         let wanted = pages(new_size);
-        if wanted == len || (wanted < len && len != pages(layout.size())) {
+        if wanted == len || (wanted < len && len != pages(size)) {
             // It fits the mapping it has (a reused spare keeps its whole length).
             return ptr;
         }
@@ -378,6 +341,71 @@ unsafe impl std::alloc::GlobalAlloc for crate::large_blocks::LargeBlockAllocator
         }
         blocks.forget(ptr as usize);
         new.cast()
+    }
+}
+
+#[cfg(target_os = "linux")]
+// SAFETY: small or over-aligned layouts go to `System` unchanged; a large one is a page-aligned
+// mapping of at least `pages(size)` bytes (so `align <= PAGE` is met), live until `dealloc`;
+// `realloc` keeps the contents (in place, by `mremap`, which moves pages with their contents,
+// or by copying `min(old, new)` bytes across the two allocators) and leaves the old block
+// valid when it returns null.
+unsafe impl std::alloc::GlobalAlloc for crate::large_blocks::LargeBlockAllocator {
+    #[inline]
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        if crate::large_blocks::is_large(layout.size(), layout.align()) {
+            return self.alloc_large(layout.size());
+        }
+        // SAFETY: the caller's layout, as GlobalAlloc requires.
+        unsafe { std::alloc::System.alloc(layout) }
+    }
+
+    #[inline]
+    unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
+        use crate::large_blocks::{is_large, pages};
+        if is_large(layout.size(), layout.align()) {
+            // Fresh pages are zero and cost nothing until touched; the spare would need zeroing.
+            return map_anonymous(pages(layout.size()));
+        }
+        // SAFETY: the caller's layout, as GlobalAlloc requires.
+        unsafe { std::alloc::System.alloc_zeroed(layout) }
+    }
+
+    #[inline]
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        if crate::large_blocks::is_large(layout.size(), layout.align()) {
+            return self.dealloc_large(ptr, layout.size());
+        }
+        // SAFETY: `ptr` came from `System` with this layout (small blocks always do).
+        unsafe { std::alloc::System.dealloc(ptr, layout) }
+    }
+
+    #[inline]
+    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
+        use crate::large_blocks::is_large;
+        let align = layout.align();
+        match (is_large(layout.size(), align), is_large(new_size, align)) {
+            // SAFETY: a small block is `System`'s, with this layout.
+            (false, false) => unsafe { std::alloc::System.realloc(ptr, layout, new_size) },
+            (true, true) => self.realloc_large(ptr, layout.size(), new_size),
+            _ => {
+                // Across the two allocators: allocate, copy, free.
+                // SAFETY: GlobalAlloc's contract: `new_size`, rounded up to `align`, does not
+                // overflow; it is not zero (one side is large, or it is the old, small size's
+                // successor, which GlobalAlloc requires to be non-zero).
+                let new_layout =
+                    unsafe { std::alloc::Layout::from_size_align_unchecked(new_size, align) };
+                // SAFETY: `new_layout` is valid and non-zero.
+                let new = unsafe { self.alloc(new_layout) };
+                if !new.is_null() {
+                    // SAFETY: both blocks are live, distinct, and at least this long.
+                    unsafe { std::ptr::copy_nonoverlapping(ptr, new, layout.size().min(new_size)) };
+                    // SAFETY: `ptr` is live with `layout`, and no longer used.
+                    unsafe { self.dealloc(ptr, layout) };
+                }
+                new
+            }
+        }
     }
 }
 
