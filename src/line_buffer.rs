@@ -7,8 +7,11 @@
 /// How much room a read gets at the least; also the size the buffer shrinks back to.
 pub(crate) const MIN_READ: usize = 64 * 1024;
 
-/// The most a long line's buffer is zeroed ahead of the reads that fill it: what it may hold
-/// beyond the line when the line ends.
+/// The most a long line's buffer is zeroed ahead of the reads that fill it, so also the most one
+/// read brings: a line's buffer holds at most this much of the next line when the line ends,
+/// which moves to a small buffer of its own and lets the large one go (else a regular file
+/// would fill a 16 MiB buffer with most of the next message in one read, and the buffer would
+/// stay alive while this one is answered).
 const MAX_STEP: usize = 256 * 1024;
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
@@ -114,9 +117,10 @@ impl LineBuffer {
             self.start = 0;
             self.scanned = 0;
             self.end = 0;
-        } else if pending <= MIN_READ {
-            // Only the start of the next line is here: keep it in a small buffer.
-            self.move_to(vec![0; 2 * MIN_READ]);
+        } else if pending <= MAX_STEP {
+            // Only the start of the next line is here (one read at most): keep it in a small
+            // buffer.
+            self.move_to(vec![0; (pending + MIN_READ).max(2 * MIN_READ)]);
         }
     }
 
@@ -461,6 +465,38 @@ mod tests {
         spare[..3].copy_from_slice(b":1}");
         lb.commit(3);
         assert_eq!(lb.finish(), Some(Line::Complete(&b"{\"next\":1}"[..])));
+    }
+
+    #[test]
+    fn a_large_buffer_is_let_go_even_when_a_whole_read_of_the_next_line_follows() {
+        // Reads as large as the room allows (a regular file): the first line's buffer must not
+        // be kept for the next line's first bytes.
+        let mut input = vec![b'x'; 4 << 20];
+        input.push(b'\n');
+        input.extend(vec![b'y'; 4 << 20]);
+        input.push(b'\n');
+        let mut lb = LineBuffer::new(64 << 20);
+        let mut rest = &input[..];
+        let mut lines = 0;
+        while !rest.is_empty() {
+            let spare = lb.spare();
+            assert!(spare.len() <= MAX_STEP, "a read of {} bytes", spare.len());
+            let n = spare.len().min(rest.len());
+            spare[..n].copy_from_slice(&rest[..n]);
+            lb.commit(n);
+            rest = &rest[n..];
+            if let Some(Line::Complete(line)) = lb.next_line() {
+                assert_eq!(line.len(), 4 << 20);
+                lines += 1;
+                lb.give_back();
+                assert!(
+                    lb.capacity() <= MAX_STEP + MIN_READ,
+                    "capacity {}",
+                    lb.capacity()
+                );
+            }
+        }
+        assert_eq!(lines, 2);
     }
 
     #[test]
