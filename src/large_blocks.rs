@@ -84,6 +84,8 @@ pub(crate) struct Blocks {
     longer: [(usize, usize); TRACKED],
     /// The freed mapping kept for the next large allocation, as (address, length); 0: none.
     spare: (usize, usize),
+    /// How many large blocks are live.
+    live: usize,
 }
 
 impl Blocks {
@@ -91,6 +93,7 @@ impl Blocks {
         Blocks {
             longer: [(0, 0); TRACKED],
             spare: (0, 0),
+            live: 0,
         }
     }
 
@@ -99,14 +102,29 @@ impl Blocks {
     pub(crate) fn take_spare(&mut self, size: usize) -> Option<usize> {
         let (addr, len) = self.spare;
         if addr == 0 || len < pages(size) {
+            self.live += 1;
             return None;
         }
         if len > pages(size) {
-            let slot = self.longer.iter_mut().find(|(a, _)| *a == 0)?;
+            let Some(slot) = self.longer.iter_mut().find(|(a, _)| *a == 0) else {
+                self.live += 1;
+                return None;
+            };
             *slot = (addr, len);
         }
         self.spare = (0, 0);
+        self.live += 1;
         Some(addr)
+    }
+
+    /// A new block is mapped afresh (zeroed memory never comes from the spare).
+    pub(crate) fn mapped(&mut self) {
+        self.live += 1;
+    }
+
+    /// Mapping the block `take_spare` counted failed: it is not live.
+    pub(crate) fn unmapped(&mut self) {
+        self.live -= 1;
     }
 
     /// The length of the mapping of the live block at `addr`, now `size` bytes long.
@@ -126,10 +144,16 @@ impl Blocks {
     }
 
     /// The block at `addr`, `size` bytes long, is freed: it becomes the spare unless the spare
-    /// is longer. Returns the mapping to give back to the kernel, if any.
+    /// is longer, or two other large blocks are live (then the spare would be a third copy
+    /// resident: messages overlap, and memory goes back to the kernel instead). Returns the
+    /// mapping to give back to the kernel, if any.
     pub(crate) fn free(&mut self, addr: usize, size: usize) -> Option<(usize, usize)> {
         let len = self.mapping_len(addr, size);
         self.forget(addr);
+        self.live = self.live.saturating_sub(1);
+        if self.live >= 2 {
+            return Some((addr, len));
+        }
         if self.spare.0 == 0 {
             self.spare = (addr, len);
             return None;
@@ -152,15 +176,24 @@ mod tests {
         let mut blocks = Blocks::new();
         assert_eq!(blocks.take_spare(10 * MB), None);
         assert_eq!(blocks.free(0x1000_0000, 10 * MB), None);
-        // Too large for the spare: mapped afresh, the spare stays.
+        // Too large for the spare: mapped afresh (at 0x2000_0000), the spare stays.
         assert_eq!(blocks.take_spare(11 * MB), None);
         assert_eq!(blocks.take_spare(2 * MB), Some(0x1000_0000));
+        // No spare left: mapped afresh (at 0x3000_0000).
         assert_eq!(blocks.take_spare(2 * MB), None);
         // The reused mapping keeps its full length, so it can grow in place and is unmapped
         // whole.
         assert_eq!(blocks.mapping_len(0x1000_0000, 2 * MB), pages(10 * MB));
-        assert_eq!(blocks.free(0x1000_0000, 2 * MB), None);
-        assert_eq!(blocks.spare, (0x1000_0000, pages(10 * MB)));
+        assert_eq!(
+            blocks.free(0x3000_0000, 2 * MB),
+            Some((0x3000_0000, pages(2 * MB)))
+        );
+        assert_eq!(blocks.free(0x2000_0000, 11 * MB), None);
+        assert_eq!(
+            blocks.free(0x1000_0000, 2 * MB),
+            Some((0x1000_0000, pages(10 * MB)))
+        );
+        assert_eq!(blocks.spare, (0x2000_0000, pages(11 * MB)));
     }
 
     #[test]
@@ -203,6 +236,20 @@ mod tests {
         assert_eq!(blocks.take_spare(LARGE), None);
         // One that needs the whole mapping needs no slot.
         assert_eq!(blocks.take_spare(10 * MB), Some(0x7000_0000_0000));
+    }
+
+    #[test]
+    fn no_block_is_kept_while_two_others_are_live() {
+        let mut blocks = Blocks::new();
+        for _ in 0..3 {
+            assert_eq!(blocks.take_spare(10 * MB), None);
+        }
+        assert_eq!(
+            blocks.free(0x1000_0000, 10 * MB),
+            Some((0x1000_0000, pages(10 * MB)))
+        );
+        assert_eq!(blocks.free(0x2000_0000, 10 * MB), None);
+        assert_eq!(blocks.spare, (0x2000_0000, pages(10 * MB)));
     }
 
     #[test]

@@ -7,12 +7,12 @@
 /// How much room a read gets at the least; also the size the buffer shrinks back to.
 pub(crate) const MIN_READ: usize = 64 * 1024;
 
-/// The most a long line's buffer is zeroed ahead of the reads that fill it, so also the most one
-/// read brings: a line's buffer holds at most this much of the next line when the line ends,
+/// The most a long line's buffer is zeroed ahead of the reads that fill it, so also about the
+/// most one read brings: a line's buffer holds little more of the next line when the line ends,
 /// which moves to a small buffer of its own and lets the large one go (else a regular file
 /// would fill a 16 MiB buffer with most of the next message in one read, and the buffer would
 /// stay alive while this one is answered).
-const MAX_STEP: usize = 256 * 1024;
+const MAX_STEP: usize = 64 * 1024;
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
@@ -117,7 +117,7 @@ impl LineBuffer {
             self.start = 0;
             self.scanned = 0;
             self.end = 0;
-        } else if pending <= MAX_STEP {
+        } else if pending <= MAX_STEP + MIN_READ {
             // Only the start of the next line is here (one read at most): keep it in a small
             // buffer.
             self.move_to(vec![0; (pending + MIN_READ).max(2 * MIN_READ)]);
@@ -480,7 +480,11 @@ mod tests {
         let mut lines = 0;
         while !rest.is_empty() {
             let spare = lb.spare();
-            assert!(spare.len() <= MAX_STEP, "a read of {} bytes", spare.len());
+            assert!(
+                spare.len() <= MAX_STEP + MIN_READ,
+                "a read of {} bytes",
+                spare.len()
+            );
             let n = spare.len().min(rest.len());
             spare[..n].copy_from_slice(&rest[..n]);
             lb.commit(n);
@@ -490,7 +494,7 @@ mod tests {
                 lines += 1;
                 lb.give_back();
                 assert!(
-                    lb.capacity() <= MAX_STEP + MIN_READ,
+                    lb.capacity() <= MAX_STEP + 2 * MIN_READ,
                     "capacity {}",
                     lb.capacity()
                 );

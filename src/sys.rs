@@ -305,9 +305,16 @@ impl crate::large_blocks::LargeBlockAllocator {
     #[cold]
     #[inline(never)]
     fn alloc_large(&self, size: usize) -> *mut u8 {
-        match self.blocks().take_spare(size) {
+        let mut blocks = self.blocks();
+        match blocks.take_spare(size) {
             Some(addr) => addr as *mut u8,
-            None => map_anonymous(crate::large_blocks::pages(size)),
+            None => {
+                let new = map_anonymous(crate::large_blocks::pages(size));
+                if new.is_null() {
+                    blocks.unmapped();
+                }
+                new
+            }
         }
     }
 
@@ -365,7 +372,11 @@ unsafe impl std::alloc::GlobalAlloc for crate::large_blocks::LargeBlockAllocator
         use crate::large_blocks::{is_large, pages};
         if is_large(layout.size(), layout.align()) {
             // Fresh pages are zero and cost nothing until touched; the spare would need zeroing.
-            return map_anonymous(pages(layout.size()));
+            let new = map_anonymous(pages(layout.size()));
+            if !new.is_null() {
+                self.blocks().mapped();
+            }
+            return new;
         }
         // SAFETY: the caller's layout, as GlobalAlloc requires.
         unsafe { std::alloc::System.alloc_zeroed(layout) }
