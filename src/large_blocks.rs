@@ -15,6 +15,9 @@
 //! program does, with `#[global_allocator]` (the `mcpipe` binary does). The bookkeeping is
 //! here, as plain numbers; the calls to the kernel are in `sys.rs`.
 
+// Elsewhere than Linux the allocator is `System` (no `mremap`), and the bookkeeping is unused.
+#![cfg_attr(not(target_os = "linux"), allow(dead_code))]
+
 use std::sync::{Mutex, MutexGuard};
 
 /// Allocations from this size up get their own mapping; smaller ones go to the system
