@@ -321,7 +321,8 @@ impl crate::large_blocks::LargeBlockAllocator {
     #[cold]
     #[inline(never)]
     fn dealloc_large(&self, ptr: *mut u8, size: usize) {
-        if let Some((addr, len)) = self.blocks().free(ptr as usize, size) {
+        let mut blocks = self.blocks();
+        if let Some((addr, len)) = blocks.free(ptr as usize, size) {
             // SAFETY: [addr, addr + len) is a whole mapping of ours that nothing uses any more.
             unsafe { libc::munmap(addr as *mut libc::c_void, len) };
         }
