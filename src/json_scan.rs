@@ -352,7 +352,11 @@ mod tests {
             for at in 0..8 {
                 let mut word = [b'a'; 8];
                 word[at] = b;
-                assert_eq!(may_matter(u64::from_le_bytes(word)), matters, "{b:#x} at {at}");
+                assert_eq!(
+                    may_matter(u64::from_le_bytes(word)),
+                    matters,
+                    "{b:#x} at {at}"
+                );
             }
         }
         let text = format!(r#"{{"a":"{}\n{}","b":1}}"#, "x".repeat(37), "é".repeat(20));
