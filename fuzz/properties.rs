@@ -199,13 +199,8 @@ fn is_error_object(e: &Value) -> bool {
 pub(crate) fn message(line: &[u8]) {
     let classified = internals::classify(line);
     // The lazy envelope decides, and words every error, exactly as a `Value` for the whole line.
-    let same = match (&classified, &internals::classify_by_value(line)) {
-        (Classified::Single(a), Classified::Single(b)) => a == b,
-        (Classified::Batch(a), Classified::Batch(b)) => a == b,
-        _ => false,
-    };
     assert!(
-        same,
+        same_classification(&classified, &internals::classify_by_value(line)),
         "the lazy envelope and the Value path disagree on {:?}",
         String::from_utf8_lossy(line)
     );
@@ -272,16 +267,19 @@ fn check_relayed(line: &[u8]) {
     };
     let relayed = without_params(internals::classify_relayed(line));
     let full = without_params(internals::classify(line));
-    let same = match (&relayed, &full) {
-        (Classified::Single(a), Classified::Single(b)) => a == b,
-        (Classified::Batch(a), Classified::Batch(b)) => a == b,
-        _ => false,
-    };
     assert!(
-        same,
+        same_classification(&relayed, &full),
         "a relay reads {:?} otherwise: {relayed:?} against {full:?}",
         String::from_utf8_lossy(line)
     );
+}
+
+fn same_classification(a: &Classified, b: &Classified) -> bool {
+    match (a, b) {
+        (Classified::Single(a), Classified::Single(b)) => a == b,
+        (Classified::Batch(a), Classified::Batch(b)) => a == b,
+        _ => false,
+    }
 }
 
 fn check_classified(value: &Value, got: Result<Message, Response>) {

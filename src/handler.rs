@@ -70,6 +70,13 @@ pub trait Handler {
         let _ = (request, cx);
     }
 
+    /// Runs when the loop has handled every message its input held, before it reads more or
+    /// sleeps: a handler that gathers output of its own (a relay's lines for its upstream)
+    /// sends it now, in one write rather than one per message.
+    fn on_caught_up(&mut self, cx: &mut Context<'_>) {
+        let _ = cx;
+    }
+
     /// Runs once after each quiet period of the server's idle timeout: the place to evict
     /// caches and close idle stores.
     fn on_idle(&mut self, cx: &mut Context<'_>) {

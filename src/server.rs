@@ -292,6 +292,11 @@ impl Server {
             if handled {
                 conn.last_input = Instant::now();
                 idle_fired = false;
+                let result = catch_panic(|| handler.on_caught_up(&mut Context::new(conn, None)));
+                if let Err(panic) = result {
+                    conn.session.stats.handler_panics += 1;
+                    diagnostics::line(&format!("mcpipe: the caught-up hook panicked: {panic}"));
+                }
             }
             conn.flush_retry();
             // A signal noticed while a handler waited is acted on at the top, never slept on.

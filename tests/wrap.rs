@@ -376,6 +376,15 @@ fn a_server_that_answers_lines_that_arrive_together_gets_them_in_batches() {
         }
         assert!(Instant::now() < until, "never proven: {stderr}");
     }
+    // Proven: what the loop gathers for the server in a pass is written once it caught up,
+    // a burst's lines and a lone request's alike.
+    requests(&mut p, id, 50);
+    for i in id..id + 51 {
+        if i == id + 50 {
+            requests(&mut p, i, 1);
+        }
+        assert!(p.result(i)["tools"].is_array());
+    }
     p.close_stdin();
     assert_eq!(p.wait_exit(), Some(0));
 }

@@ -179,6 +179,10 @@ impl Handler for Relay {
         }
     }
 
+    fn on_caught_up(&mut self, _cx: &mut Context<'_>) {
+        self.shared.write_gathered();
+    }
+
     fn accepts_batches(&self) -> bool {
         self.shared.batches.load(Ordering::Acquire)
     }
