@@ -21,8 +21,10 @@
 use std::sync::{Mutex, MutexGuard};
 
 /// Allocations from this size up get their own mapping; smaller ones go to the system
-/// allocator.
-pub(crate) const LARGE: usize = 1 << 20;
+/// allocator. Low enough that a long line's buffer takes the spare early in its growth (the
+/// system allocator's part of it is copied across once, and is resident beside the spare until
+/// then), high enough that small messages never come here.
+pub(crate) const LARGE: usize = 256 * 1024;
 
 /// The granularity of a mapping (and the largest alignment a mapping serves).
 pub(crate) const PAGE: usize = 4096;
@@ -30,7 +32,7 @@ pub(crate) const PAGE: usize = 4096;
 /// How many live blocks may sit in a mapping longer than they need (a reused spare).
 const TRACKED: usize = 32;
 
-/// A global allocator for programs that handle messages of megabytes: blocks of 1 MiB and more
+/// A global allocator for programs that handle messages of megabytes: blocks of 256 KiB and more
 /// are mappings of their own, and the last one freed is kept for the next large allocation
 /// instead of being given back, so that a stream of large messages reuses memory that is
 /// already resident. Everything smaller goes to the system allocator. On systems without
