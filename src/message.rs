@@ -520,15 +520,12 @@ fn classify_members(mut obj: impl Members) -> Result<Message, Response> {
 }
 
 fn write_json_value(out: &mut Vec<u8>, value: &Value) {
-    // Writing a `Value` into a `Vec` cannot fail: `Value` serialisation has no fallible parts
-    // (map keys are strings) and `Vec` writes are infallible.
-    serde_json::to_writer(&mut *out, value).expect("serialising a Value into a Vec cannot fail");
+    crate::json_text::write_value(out, value);
 }
 
 /// Appends a string as a JSON string, without building a `Value`.
 fn write_json_str(out: &mut Vec<u8>, s: &str) {
-    // Serialising a `str` into a `Vec` cannot fail, as for a `Value`.
-    serde_json::to_writer(&mut *out, s).expect("serialising a str into a Vec cannot fail");
+    crate::json_text::write_str(out, s);
 }
 
 fn write_call(out: &mut Vec<u8>, id: Option<&RequestId>, method: &str, params: Option<&Value>) {
