@@ -374,7 +374,7 @@ impl Server {
         match parsed {
             Parsed::Single(message) => {
                 if let Some(response) = handle_message(conn, handler, message) {
-                    conn.enqueue(&Message::Response(response));
+                    conn.queue_answer(response);
                 }
             }
             Parsed::Invalid(response) => conn.enqueue(&Message::Response(response)),
@@ -394,7 +394,10 @@ impl Server {
                 let mut responses = Vec::new();
                 for item in items {
                     match item {
-                        Ok(message) => responses.extend(handle_message(conn, handler, message)),
+                        Ok(message) => {
+                            let response = handle_message(conn, handler, message);
+                            responses.extend(response.map(|r| conn.answer_value(r)));
+                        }
                         Err(response) => {
                             conn.session.stats.bad_messages += 1;
                             responses.push(response);
@@ -557,6 +560,7 @@ fn handle_message(
                 Start::Dropped => return None,
                 Start::Refused(response) => return Some(response),
             }
+            conn.forget_answer_text();
             let result =
                 catch_panic(|| handler.handle_request(request, &mut Context::new(conn, Some(&id))));
             conn.session.finish_request(id, result)

@@ -213,6 +213,16 @@ impl<S: 'static> McpServer<S> {
         let outcome = catch_panic(|| run(state, &mut arguments, &mut mcx));
         let (rounds, changes) = mcx.into_parts();
         self.deliver(changes, cx);
+        if let (Ok(Ok(result)), None) = (&outcome, &wanted) {
+            if round_outcome(scope, &rounds, &binding, false).is_none() {
+                // The common answer, written as JSON text without a `Value` (the loop sends it
+                // and ignores the `Null`); under 2026-07-28 completed as `handle_modern` would.
+                if let Some(out) = cx.answer_text() {
+                    result.write_json(out, scope.modern.then_some(&self.info));
+                    return Ok(Value::Null);
+                }
+            }
+        }
         let answer = tool_answer(name, scope, &rounds, &binding, outcome);
         match wanted {
             // A quick tool's task is made when it returns (after any input rounds).
