@@ -27,21 +27,30 @@ use crate::protocol::SERVER_INFO_KEY;
 pub struct Tool {
     /// Invariant: holds `name` (a string) and `inputSchema` (an object with `"type":"object"`).
     fields: Map<String, Value>,
+    /// Invariant: `fields["name"]`, kept apart because every call looks it up.
+    name: String,
+    /// Invariant: what `fields` says under `execution.taskSupport`, read once per call.
+    task_support: TaskSupport,
 }
 
 impl Tool {
     /// A tool taking no arguments (input schema `{"type":"object"}`) until some are added.
     pub fn new(name: impl Into<String>, description: impl Into<String>) -> Tool {
+        let name = name.into();
         let mut fields = Map::new();
-        fields.insert("name".into(), Value::String(name.into()));
+        fields.insert("name".into(), Value::String(name.clone()));
         fields.insert("description".into(), Value::String(description.into()));
         fields.insert("inputSchema".into(), json!({ "type": "object" }));
-        Tool { fields }
+        Tool {
+            fields,
+            name,
+            task_support: TaskSupport::Forbidden,
+        }
     }
 
     /// The tool's name.
     pub fn name(&self) -> &str {
-        self.fields["name"].as_str().unwrap_or_default()
+        &self.name
     }
 
     /// Sets the human-readable title (MCP 2025-06-18 on; older clients ignore it).
@@ -127,11 +136,17 @@ impl Tool {
         if let Value::Object(map) = execution {
             map.insert("taskSupport".into(), json!(support.as_str()));
         }
+        self.task_support = support;
         self
     }
 
     /// The tool's `execution.taskSupport` ([`TaskSupport::Forbidden`] when absent or unknown).
     pub fn task_support_level(&self) -> TaskSupport {
+        self.task_support
+    }
+
+    /// What `fields` says under `execution.taskSupport`.
+    fn task_support_of_fields(&self) -> TaskSupport {
         match self
             .fields
             .get("execution")
@@ -152,6 +167,9 @@ impl Tool {
             "inputSchema" => return self.input_schema(value),
             _ => {
                 self.fields.insert(key.to_owned(), value);
+                if key == "execution" {
+                    self.task_support = self.task_support_of_fields();
+                }
             }
         }
         self
@@ -506,6 +524,53 @@ mod tests {
     fn error_results_carry_is_error_and_successes_do_not() {
         assert_eq!(ToolResult::error("x").to_value()["isError"], true);
         assert!(ToolResult::text("x").to_value().get("isError").is_none());
+    }
+
+    #[test]
+    fn the_task_support_read_per_call_is_what_the_fields_say() {
+        let tools = [
+            Tool::new("t", "d"),
+            Tool::new("t", "d").task_support(TaskSupport::Optional),
+            Tool::new("t", "d").task_support(TaskSupport::Required),
+            Tool::new("t", "d")
+                .task_support(TaskSupport::Required)
+                .task_support(TaskSupport::Forbidden),
+            Tool::new("t", "d").field("execution", json!({ "taskSupport": "optional" })),
+            Tool::new("t", "d")
+                .task_support(TaskSupport::Required)
+                .field("execution", json!({ "taskSupport": "bogus" })),
+            Tool::new("t", "d")
+                .task_support(TaskSupport::Optional)
+                .field("execution", json!(7))
+                .task_support(TaskSupport::Required),
+            Tool::new("t", "d")
+                .field("execution", json!({}))
+                .task_support(TaskSupport::Optional)
+                .field("title", json!("x")),
+        ];
+        let expected = [
+            TaskSupport::Forbidden,
+            TaskSupport::Optional,
+            TaskSupport::Required,
+            TaskSupport::Forbidden,
+            TaskSupport::Optional,
+            TaskSupport::Forbidden,
+            TaskSupport::Required,
+            TaskSupport::Optional,
+        ];
+        for (tool, expected) in tools.iter().zip(expected) {
+            assert_eq!(tool.task_support_level(), expected, "{tool:?}");
+            assert_eq!(tool.task_support_of_fields(), expected, "{tool:?}");
+        }
+    }
+
+    #[test]
+    fn the_name_is_the_one_listed_and_cannot_be_changed() {
+        let tool = Tool::new("add", "d")
+            .field("name", json!("other"))
+            .title("T");
+        assert_eq!(tool.name(), "add");
+        assert_eq!(tool.to_value()["name"], "add");
     }
 
     /// Every shape of result the direct writer must match: text (with escapes), every kind of

@@ -167,8 +167,9 @@ impl<S: 'static> McpServer<S> {
         scope: &Scope,
         cx: &mut Context<'_>,
     ) -> Result<Value, ErrorObject> {
-        // The arguments are moved out of `params` (the request's own), never copied.
-        let arguments = params.remove("arguments");
+        // The arguments are moved out of `params` (the request's own), never copied; `take`
+        // leaves `null` rather than removing the member, which would rebalance the map.
+        let arguments = params.get_mut("arguments").map(Value::take);
         let name = call_name(params, "tools/call")?;
         let arguments = arguments_object(arguments, "tools/call")?;
         let Some((tool, run)) = self.tools.iter_mut().find(|(t, _)| t.name() == name) else {
@@ -306,7 +307,7 @@ impl<S: 'static> McpServer<S> {
         cx: &mut Context<'_>,
     ) -> Result<Value, ErrorObject> {
         // The arguments are moved out of `params` (the request's own), never copied.
-        let arguments = params.remove("arguments");
+        let arguments = params.get_mut("arguments").map(Value::take);
         let name = call_name(params, "prompts/get")?;
         let arguments = arguments_object(arguments, "prompts/get")?;
         let Some((prompt, get)) = self.prompts.iter_mut().find(|(p, _)| p.name() == name) else {
