@@ -378,8 +378,13 @@ pub(crate) fn parse_line(bytes: &[u8]) -> Parsed {
 /// classified by the same rules, so the outcome is the same. `None` for anything else
 /// (another JSON type, an escaped name, bytes that are not valid JSON): the caller then
 /// takes the `Value` path, which decides, and words the errors, exactly as before.
+///
+/// The line's UTF-8 is checked once, whole, so that serde_json reads it as a `str` and does not
+/// check each string again (eleven checks of a few bytes each for a `tools/call`, each with its
+/// own setup); a line that is not UTF-8 takes the `Value` path, which reports it.
 fn classify_envelope(bytes: &[u8]) -> Option<Result<Message, Response>> {
-    let members = serde_json::from_slice::<BTreeMap<&str, Value>>(bytes).ok()?;
+    let text = std::str::from_utf8(bytes).ok()?;
+    let members = serde_json::from_str::<BTreeMap<&str, Value>>(text).ok()?;
     Some(classify_members(members))
 }
 
