@@ -553,6 +553,8 @@ fn handle_message(
 ) -> Option<Response> {
     match message {
         Message::Request(request) => {
+            // A result text a request cancelled while it ran left behind is not this one's.
+            conn.forget_answer_text();
             let id = request.id.clone();
             let cancellable = handler.is_cancellable(&request);
             match conn.session.start_request(&request, cancellable) {
@@ -560,7 +562,6 @@ fn handle_message(
                 Start::Dropped => return None,
                 Start::Refused(response) => return Some(response),
             }
-            conn.forget_answer_text();
             let result =
                 catch_panic(|| handler.handle_request(request, &mut Context::new(conn, Some(&id))));
             conn.session.finish_request(id, result)
