@@ -34,19 +34,30 @@ const fn lanes(byte: u8) -> u64 {
 /// Exact, never a false answer: the classic "has a byte less than n" (n ≤ 128) and "has a
 /// zero byte" word tests, which may misplace the flagged lane but not invent one.
 fn needs_escape(word: u64) -> bool {
-    let high = lanes(0x80);
-    let control = word.wrapping_sub(lanes(0x20)) & !word & high;
     let quote = word ^ lanes(b'"');
-    let quote = quote.wrapping_sub(lanes(1)) & !quote & high;
+    let quote = quote.wrapping_sub(lanes(1)) & !quote & lanes(0x80);
     let backslash = word ^ lanes(b'\\');
-    let backslash = backslash.wrapping_sub(lanes(1)) & !backslash & high;
-    (control | quote | backslash) != 0
+    let backslash = backslash.wrapping_sub(lanes(1)) & !backslash & lanes(0x80);
+    has_control(word) || (quote | backslash) != 0
 }
 
-/// How many bytes at the start of `bytes` need no escaping: whole words first, then bytes.
-fn clean_len(bytes: &[u8]) -> usize {
+/// Whether any of the eight bytes of `word` is a control character (below 0x20), by the same
+/// exact word test.
+fn has_control(word: u64) -> bool {
+    word.wrapping_sub(lanes(0x20)) & !word & lanes(0x80) != 0
+}
+
+/// How many bytes of a string [`clean_len`] tests a word at a time, inline, before it hands
+/// the rest to [`long_clean_len`]: most strings end within them, and for those a call to
+/// `memchr` would cost more than it saves.
+const SHORT: usize = 32;
+
+/// How many bytes at the start of `bytes` need no escaping: the first [`SHORT`] by word tests,
+/// a longer run by [`long_clean_len`].
+#[inline]
+pub(crate) fn clean_len(bytes: &[u8]) -> usize {
     let mut clean = 0;
-    for chunk in bytes.chunks_exact(8) {
+    for chunk in bytes.chunks_exact(8).take(SHORT / 8) {
         let Ok(word) = <[u8; 8]>::try_from(chunk) else {
             break; // Not reached: the chunks are exactly 8 bytes.
         };
@@ -55,12 +66,36 @@ fn clean_len(bytes: &[u8]) -> usize {
         }
         clean += 8;
     }
+    if clean == SHORT {
+        return SHORT + long_clean_len(&bytes[SHORT..]);
+    }
+    // The word with an escape, or the last few bytes.
     let tail = &bytes[clean..];
     clean
         + tail
             .iter()
             .position(|&byte| ESCAPE[usize::from(byte)] != 0)
             .unwrap_or(tail.len())
+}
+
+/// [`clean_len`] of a long run: `"` and `\` found by `memchr` (vectorised), then control
+/// characters, rare, by a word test of the run before them.
+#[inline(never)]
+fn long_clean_len(bytes: &[u8]) -> usize {
+    let end = memchr::memchr2(b'"', b'\\', bytes).unwrap_or(bytes.len());
+    let run = &bytes[..end];
+    let mut clean = 0;
+    for chunk in run.chunks_exact(8) {
+        let Ok(word) = <[u8; 8]>::try_from(chunk) else {
+            break; // Not reached: the chunks are exactly 8 bytes.
+        };
+        if has_control(u64::from_ne_bytes(word)) {
+            break;
+        }
+        clean += 8;
+    }
+    let tail = &run[clean..];
+    clean + tail.iter().position(|&b| b < 0x20).unwrap_or(tail.len())
 }
 
 /// Appends `s` as a JSON string (quoted, escaped as serde_json escapes).

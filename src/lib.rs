@@ -144,6 +144,7 @@ mod error;
 mod handler;
 #[cfg(feature = "internals")]
 pub mod internals;
+mod json_read;
 mod json_text;
 mod line_buffer;
 mod mcp;

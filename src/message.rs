@@ -384,8 +384,11 @@ pub(crate) fn parse_line(bytes: &[u8]) -> Parsed {
 /// own setup); a line that is not UTF-8 takes the `Value` path, which reports it.
 fn classify_envelope(bytes: &[u8]) -> Option<Result<Message, Response>> {
     let text = std::str::from_utf8(bytes).ok()?;
-    let members = serde_json::from_str::<BTreeMap<&str, Value>>(text).ok()?;
-    Some(classify_members(Envelope::of(members)))
+    let envelope = match Envelope::read(text) {
+        Some(envelope) => envelope,
+        None => Envelope::of(serde_json::from_str::<BTreeMap<&str, Value>>(text).ok()?),
+    };
+    Some(classify_members(envelope))
 }
 
 /// Parses a line that may be a batch through a [`Value`] (the reference the fast path
@@ -450,6 +453,18 @@ impl Members for Map<String, Value> {
 struct Envelope([Option<Value>; 6]);
 
 impl Envelope {
+    /// The envelope read by the crate's own reader (`json_read`), which declines what it does
+    /// not read as serde_json would; serde_json then reads the line (`Envelope::of`).
+    fn read(text: &str) -> Option<Envelope> {
+        let mut envelope = Envelope::default();
+        crate::json_read::top_level_members(text, |name, value| {
+            if let Some(i) = Envelope::index(name) {
+                envelope.0[i] = Some(value);
+            }
+        })?;
+        Some(envelope)
+    }
+
     fn of(members: BTreeMap<&str, Value>) -> Envelope {
         let mut envelope = Envelope::default();
         for (name, value) in members {
