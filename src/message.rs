@@ -373,15 +373,15 @@ pub(crate) fn parse_line(bytes: &[u8]) -> Parsed {
 }
 
 /// The common case, read without building a map for the top level: one object whose member
-/// names have no escapes. Its members are parsed as the `Value` path parses them (the same
-/// serde_json code, one pass over the bytes, the last of duplicate names winning) and
-/// classified by the same rules, so the outcome is the same. `None` for anything else
-/// (another JSON type, an escaped name, bytes that are not valid JSON): the caller then
-/// takes the `Value` path, which decides, and words the errors, exactly as before.
+/// names have no escapes. Its members are read as the `Value` path reads them (the crate's
+/// reader, which builds the values serde_json builds, or serde_json itself where that reader
+/// declines; one pass over the bytes, the last of duplicate names winning) and classified by
+/// the same rules, so the outcome is the same. `None` for anything else (another JSON type,
+/// an escaped name, bytes that are not valid JSON): the caller then takes the `Value` path,
+/// which decides, and words the errors, exactly as before.
 ///
-/// The line's UTF-8 is checked once, whole, so that serde_json reads it as a `str` and does not
-/// check each string again (eleven checks of a few bytes each for a `tools/call`, each with its
-/// own setup); a line that is not UTF-8 takes the `Value` path, which reports it.
+/// The line's UTF-8 is checked once, whole, so that neither reader checks each string again; a
+/// line that is not UTF-8 takes the `Value` path, which reports it.
 fn classify_envelope(bytes: &[u8]) -> Option<Result<Message, Response>> {
     let text = std::str::from_utf8(bytes).ok()?;
     let envelope = match Envelope::read(text) {
