@@ -199,16 +199,13 @@ fn is_error_object(e: &Value) -> bool {
 pub(crate) fn message(line: &[u8]) {
     let classified = internals::classify(line);
     // The lazy envelope decides, and words every error, exactly as a `Value` for the whole line.
-    let same = match (&classified, &internals::classify_by_value(line)) {
-        (Classified::Single(a), Classified::Single(b)) => a == b,
-        (Classified::Batch(a), Classified::Batch(b)) => a == b,
-        _ => false,
-    };
     assert!(
-        same,
+        same_classification(&classified, &internals::classify_by_value(line)),
         "the lazy envelope and the Value path disagree on {:?}",
         String::from_utf8_lossy(line)
     );
+    check_relayed(line);
+    check_scan(line);
     let single = |c: Classified| match c {
         Classified::Single(r) => r,
         Classified::Batch(items) => panic!("a non-array line was classified as a batch {items:?}"),
@@ -232,6 +229,56 @@ pub(crate) fn message(line: &[u8]) {
             }
         }
         Ok(value) => check_classified(&value, single(classified)),
+    }
+}
+
+/// What the relay's quick scan accepts, serde_json accepts, with the same members.
+fn check_scan(line: &[u8]) {
+    let Some(members) = internals::scan_members(line) else {
+        return;
+    };
+    let Ok(Value::Object(object)) = serde_json::from_slice::<Value>(line) else {
+        panic!(
+            "the scan accepted what serde_json refuses: {:?}",
+            String::from_utf8_lossy(line)
+        );
+    };
+    let mut last = Map::new();
+    for (name, text) in &members {
+        let value: Value = serde_json::from_str(text)
+            .unwrap_or_else(|e| panic!("a member's text {text:?} is not JSON: {e}"));
+        last.insert(name.clone(), value);
+    }
+    assert_eq!(last, object, "the scan found other members");
+}
+
+/// A relay's reading of a line is the loop's, but for params it leaves in the line.
+fn check_relayed(line: &[u8]) {
+    let without_params = |c: Classified| match c {
+        Classified::Single(Ok(Message::Request(mut r))) => {
+            r.params = None;
+            Classified::Single(Ok(Message::Request(r)))
+        }
+        Classified::Single(Ok(Message::Notification(mut n))) => {
+            n.params = None;
+            Classified::Single(Ok(Message::Notification(n)))
+        }
+        other => other,
+    };
+    let relayed = without_params(internals::classify_relayed(line));
+    let full = without_params(internals::classify(line));
+    assert!(
+        same_classification(&relayed, &full),
+        "a relay reads {:?} otherwise: {relayed:?} against {full:?}",
+        String::from_utf8_lossy(line)
+    );
+}
+
+fn same_classification(a: &Classified, b: &Classified) -> bool {
+    match (a, b) {
+        (Classified::Single(a), Classified::Single(b)) => a == b,
+        (Classified::Batch(a), Classified::Batch(b)) => a == b,
+        _ => false,
     }
 }
 

@@ -70,6 +70,13 @@ pub trait Handler {
         let _ = (request, cx);
     }
 
+    /// Runs when the loop has handled every message its input held, before it reads more or
+    /// sleeps: a handler that gathers output of its own (a relay's lines for its upstream)
+    /// sends it now, in one write rather than one per message.
+    fn on_caught_up(&mut self, cx: &mut Context<'_>) {
+        let _ = cx;
+    }
+
     /// Runs once after each quiet period of the server's idle timeout: the place to evict
     /// caches and close idle stores.
     fn on_idle(&mut self, cx: &mut Context<'_>) {
@@ -401,6 +408,12 @@ impl<'a> Context<'a> {
         let id = responder.into_answered();
         self.conn
             .take_event_here(crate::responder::Event::Answer { id, result });
+    }
+
+    /// The line of the message being handled, as the peer sent it (without its newline),
+    /// when the server keeps lines (a relay's); `None` for a batch's messages.
+    pub(crate) fn take_raw_line(&mut self) -> Option<Vec<u8>> {
+        self.conn.session.take_raw_line()
     }
 
     /// [`Context::respond`] with a result that is JSON text already (checked by the caller:

@@ -155,6 +155,30 @@ pub fn tool_result_value(result: ToolResult, server_info: Option<&Value>) -> Val
     value
 }
 
+/// Classifies one line as the loop of a relay (`mcpipe wrap`) does, which forwards lines as
+/// they came: the same outcome as [`classify`], except that requests and notifications may
+/// come with `params: None` (their line holds them; the `message` fuzz target checks it).
+pub fn classify_relayed(line: &[u8]) -> Classified {
+    match crate::relayed::parse_relayed(line, |_| false) {
+        Parsed::Single(message) => Classified::Single(Ok(message)),
+        Parsed::Invalid(response) => Classified::Single(Err(response)),
+        Parsed::Batch(items) => Classified::Batch(items),
+    }
+}
+
+/// The top-level members (name, value text) of a JSON object as the relay's quick scan finds
+/// them, or `None` where it leaves the text to serde_json. Whatever it accepts, serde_json
+/// must accept alike (the `message` fuzz target checks it).
+pub fn scan_members(line: &[u8]) -> Option<Vec<(String, String)>> {
+    let members = crate::json_scan::object_members(line)?;
+    Some(
+        members
+            .iter()
+            .map(|m| (m.name.to_owned(), m.value.to_owned()))
+            .collect(),
+    )
+}
+
 /// Drives the server loop's sans-IO session (the state the loop keeps: framing, read-ahead,
 /// cancellation matching, answers owed by responders) with `stream`, handed over in pieces whose
 /// sizes cycle through `pieces` (each at least 1), as the loop and a scripted handler would, with

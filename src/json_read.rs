@@ -11,9 +11,9 @@ use crate::json_text::clean_len;
 /// Deeper nesting is left to serde_json (whose own limit is 128).
 const MAX_DEPTH: usize = 100;
 
-/// An object whose first member has this name is not an object to serde_json's `Value` (with
-/// the `raw_value` feature, which this crate enables): it is the JSON in that member's
-/// string. Left to serde_json.
+/// An object whose first member has this name is not an object to serde_json's `Value` when
+/// serde_json's `raw_value` feature is on (this crate does not ask for it, but any other crate
+/// in the same build may): it is the JSON in that member's string. Left to serde_json.
 const RAW_VALUE_TOKEN: &str = "$serde_json::private::RawValue";
 
 /// A position in a line known to be UTF-8.

@@ -71,6 +71,7 @@ pub struct Server {
     max_read_ahead_bytes: usize,
     max_in_flight: usize,
     shutdown_grace: Duration,
+    relay_lines: Option<fn(&str) -> bool>,
 }
 
 impl Default for Server {
@@ -95,6 +96,7 @@ impl Server {
             max_read_ahead_bytes: 32 << 20,
             max_in_flight: 256,
             shutdown_grace: Duration::from_secs(10),
+            relay_lines: None,
         }
     }
 
@@ -183,6 +185,15 @@ impl Server {
         self
     }
 
+    /// For a relay, which forwards what it does not change as it came instead of writing it
+    /// again: keeps each message's line for the handler ([`Context::take_raw_line`]), and
+    /// builds the params of requests and notifications only for the methods `needs_params`
+    /// names (the others arrive with `params: None`).
+    pub(crate) fn relay_lines(mut self, needs_params: fn(&str) -> bool) -> Server {
+        self.relay_lines = Some(needs_params);
+        self
+    }
+
     /// Serves on stdin and stdout until end of input, a signal, or the peer going away.
     ///
     /// # Errors
@@ -225,6 +236,7 @@ impl Server {
         let parent = self.orphan_check.map(|_| sys::parent_pid());
         let mut idle_fired = false;
         conn.session.cancel_method = handler.cancel_method().map(str::to_owned);
+        conn.session.relay_lines = self.relay_lines;
         loop {
             if conn.watches() {
                 conn.wait(Some(Duration::ZERO))?;
@@ -280,6 +292,11 @@ impl Server {
             if handled {
                 conn.last_input = Instant::now();
                 idle_fired = false;
+                let result = catch_panic(|| handler.on_caught_up(&mut Context::new(conn, None)));
+                if let Err(panic) = result {
+                    conn.session.stats.handler_panics += 1;
+                    diagnostics::line(&format!("mcpipe: the caught-up hook panicked: {panic}"));
+                }
             }
             conn.flush_retry();
             // A signal noticed while a handler waited is acted on at the top, never slept on.

@@ -8,7 +8,7 @@
 //!
 //! Because it needs no fds, it is unit-tested on plain bytes below and fuzzed directly.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
@@ -17,10 +17,12 @@ use serde_json::Value;
 
 use crate::diagnostics::{excerpt, Diagnostics};
 use crate::error::Error;
+use crate::id_map::{IdMap, IdSet};
 use crate::line_buffer::{Line, LineBuffer};
 use crate::message::{
     parse_line, ErrorCode, ErrorObject, Message, Notification, Parsed, RequestId, Response,
 };
+use crate::relayed::parse_relayed;
 use crate::responder::{answer_message, CancelToken, Event};
 use crate::stats::Stats;
 use crate::write_queue::WriteQueue;
@@ -62,7 +64,7 @@ pub(crate) struct Session {
     /// Messages read ahead (by a handler waiting for something, or while too many requests
     /// are in flight) and not yet handled, in arrival order, each with its line's length.
     /// They are handled before any new line.
-    pub(crate) deferred: VecDeque<(Parsed, usize)>,
+    pub(crate) deferred: VecDeque<ReadAhead>,
     /// The line lengths in `deferred`, added up. Invariant: below `max_read_ahead_bytes` plus
     /// one message.
     deferred_bytes: usize,
@@ -75,13 +77,13 @@ pub(crate) struct Session {
     next_request_id: Arc<AtomicI64>,
     /// Requests whose answer a [`crate::Responder`] owes, with their cancellation and whether
     /// the peer may cancel them.
-    pub(crate) owed: HashMap<RequestId, (CancelToken, bool)>,
+    pub(crate) owed: IdMap<(CancelToken, bool)>,
     /// The owed answers that wait on something else rather than on work (a `tasks/result`
     /// waiting for its task): they do not count toward the in-flight bound, or enough of them
     /// would stop the loop from starting the requests they wait for. A subset of `owed`'s keys.
-    pub(crate) waiting: HashSet<RequestId>,
+    pub(crate) waiting: IdSet,
     /// Requests other threads sent to the peer, and where their responses go.
-    outbound: HashMap<RequestId, Sender<Response>>,
+    outbound: IdMap<Sender<Response>>,
     /// Data posted for the handler, handed to it on the loop's thread after the current call.
     pub(crate) posts: VecDeque<Box<dyn std::any::Any + Send>>,
     /// Requests answered later whose cancellation by the peer the handler has not been told
@@ -100,7 +102,7 @@ pub(crate) struct Session {
     /// Ids of requests waiting in `deferred` that the peer cancelled before they started.
     /// Invariant: every id here named a request in `deferred` when it was added, so the set is
     /// never larger than the queue was.
-    pub(crate) cancelled_queued: HashSet<RequestId>,
+    pub(crate) cancelled_queued: IdSet,
     /// The id of a request we sent and whose response a handler is waiting for.
     pub(crate) awaiting: Option<RequestId>,
     /// That response, once it arrived.
@@ -110,6 +112,20 @@ pub(crate) struct Session {
     pub(crate) stats: Stats,
     pub(crate) diagnostics: Diagnostics,
     max_message_bytes: usize,
+    /// For a relay that forwards what it does not change: keep each single message's line as
+    /// it came ([`Session::take_raw_line`]), and build params only for the methods this
+    /// names (and the cancel method): see [`crate::relayed`].
+    pub(crate) relay_lines: Option<fn(&str) -> bool>,
+    /// The line of the message handed out last, when kept.
+    raw_line: Option<Vec<u8>>,
+}
+
+/// A message read ahead: the parsed line, its length, and the line itself when kept.
+#[derive(Debug)]
+pub(crate) struct ReadAhead {
+    pub(crate) parsed: Parsed,
+    bytes: usize,
+    raw: Option<Vec<u8>>,
 }
 
 impl Session {
@@ -126,22 +142,24 @@ impl Session {
             peer_gone: false,
             signal: None,
             next_request_id,
-            owed: HashMap::new(),
-            waiting: HashSet::new(),
-            outbound: HashMap::new(),
+            owed: IdMap::default(),
+            waiting: IdSet::default(),
+            outbound: IdMap::default(),
             posts: VecDeque::new(),
             cancelled_owed: VecDeque::new(),
             cancel_method: None,
             running: None,
             running_cancelled: false,
             response_withheld: false,
-            cancelled_queued: HashSet::new(),
+            cancelled_queued: IdSet::default(),
             awaiting: None,
             arrived: None,
             method_scratch: String::new(),
             stats: Stats::default(),
             diagnostics: Diagnostics::new(limits.log_bad_input),
             max_message_bytes: limits.max_message_bytes,
+            relay_lines: None,
+            raw_line: None,
         }
     }
 
@@ -319,11 +337,21 @@ impl Session {
     /// The next message to handle: read-ahead first, then complete lines in the buffer; at end
     /// of file also the last line without a newline. `None` when more input is needed.
     pub(crate) fn next_parsed(&mut self) -> Option<Parsed> {
-        if let Some((parsed, bytes)) = self.deferred.pop_front() {
-            self.deferred_bytes -= bytes;
-            return Some(parsed);
-        }
-        self.parse_next_line().map(|(parsed, _)| parsed)
+        let next = match self.deferred.pop_front() {
+            Some(next) => {
+                self.deferred_bytes -= next.bytes;
+                next
+            }
+            None => self.parse_next_line()?,
+        };
+        self.raw_line = next.raw;
+        Some(next.parsed)
+    }
+
+    /// The line of the single message [`Session::next_parsed`] handed out last, as it came
+    /// (without its newline), if lines are kept.
+    pub(crate) fn take_raw_line(&mut self) -> Option<Vec<u8>> {
+        self.raw_line.take()
     }
 
     /// Whether the read-ahead queue holds its limit: no more input is taken until it drains.
@@ -340,10 +368,10 @@ impl Session {
             return;
         }
         while !self.read_ahead_full() {
-            let Some((parsed, bytes)) = self.parse_next_line() else {
+            let Some(next) = self.parse_next_line() else {
                 break;
             };
-            self.defer(parsed, bytes);
+            self.defer(next);
         }
     }
 
@@ -351,10 +379,10 @@ impl Session {
     /// too many requests are in flight, so that the line buffer never grows past one read.
     pub(crate) fn read_ahead_always(&mut self) {
         while !self.read_ahead_full() {
-            let Some((parsed, bytes)) = self.parse_next_line() else {
+            let Some(next) = self.parse_next_line() else {
                 break;
             };
-            self.defer(parsed, bytes);
+            self.defer(next);
         }
     }
 
@@ -362,8 +390,8 @@ impl Session {
     /// a cancellation that names the running request or a queued one (recorded and consumed),
     /// or the response a handler is waiting for (kept aside). Everything else keeps its place in
     /// arrival order.
-    fn defer(&mut self, parsed: Parsed, bytes: usize) {
-        match &parsed {
+    fn defer(&mut self, next: ReadAhead) {
+        match &next.parsed {
             Parsed::Single(Message::Notification(n))
                 if Some(n.method.as_str()) == self.cancel_method.as_deref() =>
             {
@@ -381,7 +409,7 @@ impl Session {
                         return;
                     }
                     let queued = self.deferred.iter().any(
-                        |(p, _)| matches!(p, Parsed::Single(Message::Request(r)) if r.id == id),
+                        |d| matches!(&d.parsed, Parsed::Single(Message::Request(r)) if r.id == id),
                     );
                     if queued {
                         self.cancelled_queued.insert(id);
@@ -394,7 +422,7 @@ impl Session {
             Parsed::Single(Message::Response(r))
                 if r.id.is_some() && r.id == self.awaiting && self.arrived.is_none() =>
             {
-                if let Parsed::Single(Message::Response(r)) = parsed {
+                if let Parsed::Single(Message::Response(r)) = next.parsed {
                     self.arrived = Some(r);
                 }
                 return;
@@ -404,15 +432,15 @@ impl Session {
                     .as_ref()
                     .is_some_and(|id| self.outbound.contains_key(id)) =>
             {
-                if let Parsed::Single(Message::Response(r)) = parsed {
+                if let Parsed::Single(Message::Response(r)) = next.parsed {
                     self.route_response(r);
                 }
                 return;
             }
             _ => {}
         }
-        self.deferred_bytes += bytes;
-        self.deferred.push_back((parsed, bytes));
+        self.deferred_bytes += next.bytes;
+        self.deferred.push_back(next);
     }
 
     /// How many owed answers count toward the in-flight bound (those of work that runs).
@@ -478,17 +506,29 @@ impl Session {
 
     /// Parses the next complete line of the buffer (at end of file also the last line without
     /// a newline), with the line's length.
-    fn parse_next_line(&mut self) -> Option<(Parsed, usize)> {
+    fn parse_next_line(&mut self) -> Option<ReadAhead> {
         let line = if self.input_eof {
             self.lines.finish()
         } else {
             self.lines.next_line()
         }?;
         let mut length = self.max_message_bytes;
+        let mut raw = None;
         let parsed = match line {
             Line::Complete(bytes) => {
                 length = bytes.len();
-                let parsed = parse_line(bytes);
+                let parsed = match self.relay_lines {
+                    None => parse_line(bytes),
+                    Some(needs_params) => parse_relayed(bytes, |method| {
+                        needs_params(method) || Some(method) == self.cancel_method.as_deref()
+                    }),
+                };
+                if self.relay_lines.is_some() && matches!(parsed, Parsed::Single(_)) {
+                    // Room for the newline the relay adds.
+                    let mut line = Vec::with_capacity(bytes.len() + 1);
+                    line.extend_from_slice(bytes);
+                    raw = Some(line);
+                }
                 if let Parsed::Invalid(response) = &parsed {
                     self.stats.bad_messages += 1;
                     let why = response.result.as_ref().err().map(|e| e.message.clone());
@@ -519,7 +559,11 @@ impl Session {
             }
         };
         self.lines.give_back();
-        Some((parsed, length))
+        Some(ReadAhead {
+            parsed,
+            bytes: length,
+            raw,
+        })
     }
 
     /// A fresh id for a request we send to the peer.
@@ -540,248 +584,5 @@ impl Session {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn session() -> Session {
-        let limits = Limits {
-            max_message_bytes: 1 << 20,
-            max_output_bytes: 1 << 20,
-            max_read_ahead_bytes: 1 << 20,
-            log_bad_input: false,
-        };
-        let mut session = Session::new(&limits, Arc::new(AtomicI64::new(1)));
-        session.cancel_method = Some("cancel".to_owned());
-        session
-    }
-
-    /// Feeds bytes as if one read brought them.
-    fn feed(session: &mut Session, bytes: &[u8]) {
-        let space = session.input_space();
-        space[..bytes.len()].copy_from_slice(bytes);
-        session.received(bytes.len());
-    }
-
-    fn ids(session: &Session) -> Vec<String> {
-        session
-            .deferred
-            .iter()
-            .map(|(p, _)| match p {
-                Parsed::Single(Message::Request(r)) => r.id.to_string(),
-                Parsed::Single(Message::Notification(n)) => n.method.clone(),
-                _ => "other".to_owned(),
-            })
-            .collect()
-    }
-
-    fn written(session: &mut Session) -> String {
-        let mut out = Vec::new();
-        session
-            .queue
-            .write_to(|bytes| {
-                out.extend_from_slice(bytes);
-                Ok(bytes.len())
-            })
-            .unwrap();
-        String::from_utf8(out).unwrap()
-    }
-
-    #[test]
-    fn a_cancellation_read_ahead_marks_the_queued_request_and_is_consumed() {
-        let mut s = session();
-        feed(
-            &mut s,
-            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"a\"}\n\
-              {\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"b\"}\n\
-              {\"jsonrpc\":\"2.0\",\"method\":\"cancel\",\"params\":{\"requestId\":2}}\n\
-              {\"jsonrpc\":\"2.0\",\"method\":\"cancel\",\"params\":{\"requestId\":9}}\n\
-              {\"jsonrpc\":\"2.0\",\"method\":\"other\"}\n",
-        );
-        s.read_ahead_buffered();
-        // Order kept; the matching cancellation consumed; the unknown one kept for the handler.
-        assert_eq!(ids(&s), ["1", "2", "cancel", "other"]);
-        assert!(s.cancelled_queued.contains(&RequestId::from(2)));
-        assert!(!s.cancelled_queued.contains(&RequestId::from(9)));
-        // Request 2 is then dropped when its turn comes: never run, never answered.
-        let Some(Parsed::Single(Message::Request(one))) = s.next_parsed() else {
-            panic!()
-        };
-        assert_eq!(s.start_request(&one, true), Start::Run);
-        let Some(Parsed::Single(Message::Request(two))) = s.next_parsed() else {
-            panic!()
-        };
-        assert_eq!(s.start_request(&two, true), Start::Dropped);
-        assert_eq!(s.stats.cancelled, 1);
-    }
-
-    #[test]
-    fn a_cancellation_of_the_running_request_suppresses_its_response() {
-        let mut s = session();
-        feed(
-            &mut s,
-            b"{\"jsonrpc\":\"2.0\",\"id\":\"r\",\"method\":\"slow\"}\n",
-        );
-        let Some(Parsed::Single(Message::Request(r))) = s.next_parsed() else {
-            panic!()
-        };
-        assert_eq!(s.start_request(&r, true), Start::Run);
-        feed(
-            &mut s,
-            b"{\"jsonrpc\":\"2.0\",\"method\":\"cancel\",\"params\":{\"requestId\":\"r\"}}\n",
-        );
-        s.read_ahead_buffered();
-        assert!(s.interrupted());
-        assert!(s.deferred.is_empty());
-        assert_eq!(s.finish_request(r.id, Ok(Ok(Value::Null))), None);
-    }
-
-    #[test]
-    fn without_a_cancel_method_nothing_is_read_ahead() {
-        let mut s = session();
-        s.cancel_method = None;
-        feed(&mut s, b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"a\"}\n");
-        s.read_ahead_buffered();
-        assert!(s.deferred.is_empty());
-        assert!(matches!(s.next_parsed(), Some(Parsed::Single(_))));
-    }
-
-    #[test]
-    fn the_awaited_response_is_kept_aside_and_others_stay_queued() {
-        let mut s = session();
-        s.awaiting = Some(RequestId::from(7));
-        feed(
-            &mut s,
-            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n\
-              {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n",
-        );
-        s.read_ahead_buffered();
-        assert_eq!(ids(&s), ["1"]);
-        assert_eq!(s.arrived.as_ref().unwrap().id, Some(RequestId::from(7)));
-    }
-
-    #[test]
-    fn read_ahead_stops_at_its_byte_limit_and_resumes_when_drained() {
-        let limits = Limits {
-            max_message_bytes: 1 << 20,
-            max_output_bytes: 1 << 20,
-            max_read_ahead_bytes: 100,
-            log_bad_input: false,
-        };
-        let mut s = Session::new(&limits, Arc::new(AtomicI64::new(1)));
-        s.cancel_method = Some("cancel".to_owned());
-        let line = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"a\",\"params\":{}}\n";
-        for _ in 0..10 {
-            feed(&mut s, line);
-        }
-        s.read_ahead_buffered();
-        // Two lines of 48 bytes stay under 100; the third reaches it, and parsing stops there.
-        assert_eq!(s.deferred.len(), 3);
-        assert!(s.read_ahead_full());
-        s.next_parsed().unwrap();
-        assert!(!s.read_ahead_full());
-        s.read_ahead_buffered();
-        assert_eq!(s.deferred.len(), 3);
-    }
-
-    #[test]
-    fn a_cancellation_of_an_owed_request_cancels_its_token_and_drops_its_answer() {
-        let mut s = session();
-        let token = CancelToken::new();
-        s.owed.insert(RequestId::from(5), (token.clone(), true));
-        feed(
-            &mut s,
-            b"{\"jsonrpc\":\"2.0\",\"method\":\"cancel\",\"params\":{\"requestId\":5}}\n",
-        );
-        s.read_ahead_buffered();
-        assert!(token.is_cancelled());
-        assert!(s.deferred.is_empty());
-        assert_eq!(s.stats.cancelled, 1);
-        s.take_event(Event::Answer {
-            id: RequestId::from(5),
-            result: Ok(Value::Null),
-        });
-        assert!(s.owed.is_empty());
-        assert_eq!(written(&mut s), "");
-    }
-
-    #[test]
-    fn an_owed_answer_is_written_once_and_a_late_duplicate_is_ignored() {
-        let mut s = session();
-        s.owed
-            .insert(RequestId::from(3), (CancelToken::new(), true));
-        for _ in 0..2 {
-            s.take_event(Event::Answer {
-                id: RequestId::from(3),
-                result: Ok(serde_json::json!({ "ok": true })),
-            });
-        }
-        assert_eq!(
-            written(&mut s),
-            "{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{\"ok\":true}}\n"
-        );
-    }
-
-    #[test]
-    fn a_response_to_a_thread_s_request_goes_to_that_thread_and_forgetting_cancels_it() {
-        let mut s = session();
-        let (reply, answer) = std::sync::mpsc::channel();
-        let request = crate::message::Request {
-            id: RequestId::from(40),
-            method: "roots/list".to_owned(),
-            params: None,
-        };
-        s.take_event(Event::Request { request, reply });
-        assert!(written(&mut s).contains("\"method\":\"roots/list\""));
-        feed(
-            &mut s,
-            b"{\"jsonrpc\":\"2.0\",\"id\":40,\"result\":{\"roots\":[]}}\n",
-        );
-        s.read_ahead_buffered();
-        assert!(s.deferred.is_empty(), "routed, not queued for the handler");
-        assert!(answer.try_recv().unwrap().result.is_ok());
-        // A second request, forgotten: the peer is told, and its late response is the
-        // handler's (nobody waits for it any more).
-        let (reply, _answer) = std::sync::mpsc::channel();
-        let request = crate::message::Request {
-            id: RequestId::from(41),
-            method: "sampling/createMessage".to_owned(),
-            params: None,
-        };
-        s.take_event(Event::Request { request, reply });
-        s.take_event(Event::Forget {
-            id: RequestId::from(41),
-            reason: "timeout".to_owned(),
-        });
-        let out = written(&mut s);
-        assert!(
-            out.contains("\"method\":\"cancel\"") && out.contains("\"requestId\":41"),
-            "{out}"
-        );
-    }
-
-    #[test]
-    fn a_panicking_handler_with_a_taken_responder_is_answered_once() {
-        let mut s = session();
-        feed(
-            &mut s,
-            b"{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"boom\"}\n",
-        );
-        let Some(Parsed::Single(Message::Request(r))) = s.next_parsed() else {
-            panic!()
-        };
-        s.start_request(&r, true);
-        // The handler took a responder, then panicked.
-        s.response_withheld = true;
-        s.owed
-            .insert(RequestId::from(8), (CancelToken::new(), true));
-        let response = s.finish_request(r.id, Err("boom".to_owned())).unwrap();
-        assert!(response.result.is_err());
-        // The responder's drop during the unwinding sends an answer: no longer owed, ignored.
-        s.take_event(Event::Answer {
-            id: RequestId::from(8),
-            result: Err(ErrorObject::internal("dropped")),
-        });
-        assert_eq!(written(&mut s), "");
-        assert_eq!(s.stats.handler_panics, 1);
-    }
-}
+#[path = "session_tests.rs"]
+mod tests;

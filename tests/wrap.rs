@@ -376,6 +376,42 @@ fn a_server_that_answers_lines_that_arrive_together_gets_them_in_batches() {
         }
         assert!(Instant::now() < until, "never proven: {stderr}");
     }
+    // Proven: what the loop gathers for the server in a pass is written once it caught up,
+    // a burst's lines and a lone request's alike.
+    requests(&mut p, id, 50);
+    for i in id..id + 51 {
+        if i == id + 50 {
+            requests(&mut p, i, 1);
+        }
+        assert!(p.result(i)["tools"].is_array());
+    }
     p.close_stdin();
     assert_eq!(p.wait_exit(), Some(0));
+}
+
+#[test]
+fn what_the_client_sends_reaches_the_server_byte_for_byte() {
+    let _w = watchdog("wrap_byte_exact", Duration::from_secs(60));
+    let mut p = wrapped(&[], "lines", None);
+    // Spacing, member order, number spellings and escapes that writing a parsed message again
+    // would change.
+    let init = r#"{ "params": {"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}, "method":"initialize", "id":0, "jsonrpc":"2.0" }"#;
+    let initialized = r#"{"method":"notifications/initialized" ,"jsonrpc":"2.0"}"#;
+    let call = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ask","arguments":{"z":1.50,"a":"\u00e9\/","big":12345678901234567890123}}}"#;
+    p.write_raw(format!("{init}\n{initialized}\n{call}\n").as_bytes());
+    assert_eq!(p.result(0)["lines"], json!([format!("{init}\n")]));
+    assert_eq!(
+        p.result(1)["lines"],
+        json!([format!("{initialized}\n"), format!("{call}\n")])
+    );
+    // The server's ping; the client's answer, spelled its own way, goes back unchanged.
+    let ping = p.next();
+    assert_eq!(ping["id"], "from-server", "{ping}");
+    let answer = r#"{"result": {}, "id": "from-server", "jsonrpc": "2.0"}"#;
+    let next = r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"echo"},"id":2}"#;
+    p.write_raw(format!("{answer}\n{next}\n").as_bytes());
+    assert_eq!(
+        p.result(2)["lines"],
+        json!([format!("{answer}\n"), format!("{next}\n")])
+    );
 }

@@ -180,7 +180,7 @@ fn run_once(shared: &Arc<Shared>, handle: &LoopHandle) -> std::io::Result<ExitSt
         thread::sleep(TICK);
     };
     alive.store(false, Ordering::Release);
-    lock(&shared.queue).direct = None;
+    lock(&shared.queue).lose_direct();
     shared.queue_changed.notify_all();
     // What the server left running: its group, and whatever left the group.
     let _ = sys::signal_group(pgid, libc::SIGKILL);

@@ -2,21 +2,21 @@
 //! the requests' responders, requests and notifications to the client unchanged, anything that
 //! is not JSON-RPC to stderr. No thread hop between the server's answer and the client.
 
-use std::collections::BTreeMap;
 use std::io::{self, Read};
 use std::os::fd::AsFd;
 use std::process::ChildStdout;
 use std::sync::atomic::Ordering;
 
-use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::shared::{Shared, LISTS, OWN_ID_PREFIX, RELIST_PREFIX, REPLAY_PREFIX};
 use crate::diagnostics;
 use crate::handler::Context;
+use crate::json_scan;
 use crate::line_buffer::{Line, LineBuffer};
 use crate::message::{Message, RequestId, Response};
 use crate::readiness::{Fill, Input};
+use crate::relayed;
 
 /// The key the loop reports the server's stdout under.
 pub(super) const KEY: usize = 0;
@@ -143,20 +143,21 @@ fn route(shared: &Shared, cx: &mut Context<'_>, line: &[u8]) {
 /// A line that is exactly a result response (`jsonrpc`, `id`, `result`, nothing else), read
 /// only as far as routing needs: its id, and its result as the text it came as. Anything else
 /// (an error, a request, escapes in a key, ...) is `None` and takes the full parse.
-fn plain_result(line: &[u8]) -> Option<(RequestId, &RawValue)> {
-    let fields: BTreeMap<&str, &RawValue> = serde_json::from_slice(line).ok()?;
-    if fields.len() != 3 || fields.get("jsonrpc")?.get() != "\"2.0\"" {
+fn plain_result(line: &[u8]) -> Option<(RequestId, &str)> {
+    let fields = json_scan::object_members(line)?;
+    // Three members, each once (a duplicate makes four).
+    if fields.len() != 3 || fields.get("jsonrpc")? != "\"2.0\"" {
         return None;
     }
-    let result = *fields.get("result")?;
-    let id = RequestId::from_value(&serde_json::from_str(fields.get("id")?.get()).ok()?)?;
+    let result = fields.get("result")?;
+    let id = relayed::plain_id(fields.get("id")?)?;
     Some((id, result))
 }
 
 /// Answers a client's request with the server's result as it came (no `Value` in between).
 /// `false` when the answer needs more than that (the wrapper's own requests, the handshake, a
 /// list it remembers): the caller takes the full path.
-fn forward(shared: &Shared, cx: &mut Context<'_>, id: &RequestId, result: &RawValue) -> bool {
+fn forward(shared: &Shared, cx: &mut Context<'_>, id: &RequestId, result: &str) -> bool {
     if id
         .as_str()
         .is_some_and(|tag| tag.starts_with(OWN_ID_PREFIX))
@@ -168,7 +169,7 @@ fn forward(shared: &Shared, cx: &mut Context<'_>, id: &RequestId, result: &RawVa
         return false;
     };
     shared.answered(id);
-    cx.respond_raw(pending.responder, result.get());
+    cx.respond_raw(pending.responder, result);
     true
 }
 
@@ -247,11 +248,7 @@ mod tests {
         let (id, result) =
             plain_result(br#"{"jsonrpc":"2.0","id":7,"result":{"a":[1, 2.50]}}"#).unwrap();
         assert_eq!(id, RequestId::from(7));
-        assert_eq!(
-            result.get(),
-            r#"{"a":[1, 2.50]}"#,
-            "the result's text as it came"
-        );
+        assert_eq!(result, r#"{"a":[1, 2.50]}"#, "the result's text as it came");
         let (id, _) = plain_result(br#"{"result":null,"id":"x","jsonrpc":"2.0"}"#).unwrap();
         assert_eq!(id, RequestId::from("x"));
         for line in [

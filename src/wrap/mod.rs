@@ -158,6 +158,7 @@ impl Wrapper {
         let shared = Arc::new(shared::Shared::new(self.clone()));
         let mut relay = relay::Relay::new(Arc::clone(&shared));
         let outcome = Server::new()
+            .relay_lines(relay::needs_params)
             .shutdown_grace(self.request_timeout.unwrap_or(Duration::from_secs(10)))
             .serve_stdio(&mut relay)?;
         relay.finish(&outcome);

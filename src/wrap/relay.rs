@@ -112,7 +112,8 @@ impl Handler for Relay {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(request.id.clone(), pending);
-        self.shared.to_server(&Message::Request(request));
+        self.shared
+            .forward(&Message::Request(request), cx.take_raw_line());
         Ok(Value::Null) // ignored: the responder answers
     }
 
@@ -121,13 +122,15 @@ impl Handler for Relay {
         if notification.method == "notifications/initialized" {
             self.shared.initialized.store(true, Ordering::Release);
         }
-        self.shared.to_server(&Message::Notification(notification));
+        self.shared
+            .forward(&Message::Notification(notification), cx.take_raw_line());
     }
 
     fn handle_response(&mut self, response: Response, cx: &mut Context<'_>) {
         // The client's answer to a request the server sent it: back to the server, unchanged.
         self.start(cx);
-        self.shared.to_server(&Message::Response(response));
+        self.shared
+            .forward(&Message::Response(response), cx.take_raw_line());
     }
 
     fn handle_cancelled(&mut self, request: RequestId, _cx: &mut Context<'_>) {
@@ -176,6 +179,10 @@ impl Handler for Relay {
         }
     }
 
+    fn on_caught_up(&mut self, _cx: &mut Context<'_>) {
+        self.shared.write_gathered();
+    }
+
     fn accepts_batches(&self) -> bool {
         self.shared.batches.load(Ordering::Acquire)
     }
@@ -187,6 +194,12 @@ impl Handler for Relay {
     fn is_cancellable(&self, request: &Request) -> bool {
         request.method != "initialize"
     }
+}
+
+/// The methods whose params the relay reads: `initialize`'s are replayed to a restarted
+/// server, and a list's cursor tells whether its answer is the first page.
+pub(super) fn needs_params(method: &str) -> bool {
+    method == "initialize" || child::is_remembered_list(method)
 }
 
 impl Relay {

@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use super::pacing::Pacing;
 use super::Wrapper;
+use crate::id_map::IdMap;
 use crate::message::{ErrorObject, Message, RequestId};
 use crate::responder::Responder;
 
@@ -69,7 +70,7 @@ pub(super) struct Stop {
 #[derive(Debug)]
 pub(super) struct Shared {
     pub(super) config: Wrapper,
-    pub(super) pending: Mutex<HashMap<RequestId, Pending>>,
+    pub(super) pending: Mutex<IdMap<Pending>>,
     pub(super) queue: Mutex<Queue>,
     pub(super) queue_changed: Condvar,
     /// The client's `initialize` params, replayed to a restarted server.
@@ -102,7 +103,7 @@ impl Shared {
     pub(super) fn new(config: Wrapper) -> Shared {
         Shared {
             config,
-            pending: Mutex::new(HashMap::new()),
+            pending: Mutex::new(IdMap::default()),
             queue: Mutex::new(Queue::default()),
             queue_changed: Condvar::new(),
             init: Mutex::new(None),
@@ -221,7 +222,7 @@ impl Shared {
         let mut queue = lock(&self.queue);
         queue.closed = true;
         // The server's end of input comes once no description of its stdin is left open.
-        queue.direct = None;
+        queue.lose_direct();
         drop(queue);
         self.queue_changed.notify_all();
     }
@@ -261,6 +262,16 @@ impl Outgoing {
             request,
         }
     }
+
+    /// A line the client sent, forwarded as it came: it was only read, not changed.
+    pub(super) fn forwarded(mut line: Vec<u8>, request: Option<RequestId>) -> Outgoing {
+        line.push(b'\n');
+        Outgoing {
+            bytes: line,
+            continues: false,
+            request,
+        }
+    }
 }
 
 /// Lines for the server's stdin, in order, `closed` once the client is done.
@@ -275,4 +286,27 @@ pub(super) struct Queue {
     /// A private non-blocking description of the server's stdin (Linux), for writing a line
     /// straight from the loop's thread when nothing waits before it: one thread hop fewer.
     pub(super) direct: Option<OwnedFd>,
+    /// Lines the loop's thread forwarded in its current pass, for a server that takes lines
+    /// in batches: written in one go when the loop has caught up with its input (or when
+    /// they fill [`GATHER_BYTES`]), not one write per message.
+    pub(super) gathered: Vec<u8>,
+}
+
+/// Gathered lines are written once they reach this size, whatever the loop is doing.
+pub(super) const GATHER_BYTES: usize = 16 << 10;
+
+impl Queue {
+    /// The server's stdin can no longer be written from the loop's thread (it died, or the
+    /// client is done): what was gathered goes to the writer thread, in order.
+    pub(super) fn lose_direct(&mut self) {
+        self.direct = None;
+        if !self.gathered.is_empty() {
+            let bytes = std::mem::take(&mut self.gathered);
+            self.lines.push_front(Outgoing {
+                bytes,
+                continues: true,
+                request: None,
+            });
+        }
+    }
 }

@@ -10,7 +10,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::pacing::{Mode, MAX_BATCH_BYTES};
-use super::shared::{lock, Outgoing, Queue, Shared, REPLAY_WAIT, TICK};
+use super::shared::{lock, Outgoing, Queue, Shared, GATHER_BYTES, REPLAY_WAIT, TICK};
 use crate::diagnostics;
 use crate::message::{Message, RequestId};
 use crate::sys;
@@ -28,7 +28,35 @@ impl Shared {
     /// it and the pipe is empty (with pacing), without blocking; queued for the writer
     /// thread otherwise.
     pub(super) fn to_server(&self, message: &Message) {
-        let mut line = Outgoing::new(message);
+        self.send(Outgoing::new(message), false);
+    }
+
+    /// Sends the client's message to the server: its own line when the loop kept it (the
+    /// bytes it sent, not written again), else the message written as a line. Only from the
+    /// loop's thread: to a server that takes batches, the line is gathered with the others
+    /// of the loop's pass ([`Shared::write_gathered`]).
+    pub(super) fn forward(&self, message: &Message, line: Option<Vec<u8>>) {
+        let request = match message {
+            Message::Request(r) => Some(r.id.clone()),
+            _ => None,
+        };
+        match line {
+            Some(line) => self.send(Outgoing::forwarded(line, request), true),
+            None => self.send(Outgoing::new(message), true),
+        }
+    }
+
+    /// Writes the lines the loop's thread gathered (see [`Shared::forward`]).
+    pub(super) fn write_gathered(&self) {
+        let mut queue = lock(&self.queue);
+        if queue.gathered.is_empty() {
+            return;
+        }
+        flush_gathered(&mut queue);
+        self.wake_writer(queue);
+    }
+
+    fn send(&self, mut line: Outgoing, may_gather: bool) {
         let mut queue = lock(&self.queue);
         let free = queue.lines.is_empty() && !queue.busy && lock(&self.replay).is_none();
         let (batches, probing) = if free {
@@ -40,6 +68,19 @@ impl Shared {
         } else {
             (false, false)
         };
+        if free && batches && !probing && may_gather && queue.direct.is_some() {
+            queue.gathered.extend_from_slice(&line.bytes);
+            if queue.gathered.len() >= GATHER_BYTES {
+                flush_gathered(&mut queue);
+                self.wake_writer(queue);
+            }
+            return;
+        }
+        // Whatever else goes, goes after what was gathered.
+        if !queue.gathered.is_empty() {
+            flush_gathered(&mut queue);
+        }
+        let free = free && queue.lines.is_empty();
         if let (true, false, Some(fd)) = (free, probing, &queue.direct) {
             let fd = fd.as_fd();
             // Straight from the loop into an empty pipe, or into any pipe once the server
@@ -111,6 +152,26 @@ impl Shared {
         drop(queue);
         self.queue_changed.notify_all();
     }
+}
+
+/// Writes the gathered lines straight into the pipe (never blocking); what a full pipe does
+/// not take goes to the writer thread, next.
+fn flush_gathered(queue: &mut Queue) {
+    let written = match &queue.direct {
+        Some(fd) => sys::write(fd.as_fd(), &queue.gathered).unwrap_or(0),
+        None => 0,
+    };
+    if written == queue.gathered.len() {
+        queue.gathered.clear();
+        return;
+    }
+    let rest = queue.gathered.split_off(written);
+    queue.gathered.clear();
+    queue.lines.push_front(Outgoing {
+        bytes: rest,
+        continues: true,
+        request: None,
+    });
 }
 
 /// The server's stdin. With pacing, one line at a time (written once the server took the
@@ -243,5 +304,60 @@ fn wait_until_taken(stdin: &ChildStdin, alive: &AtomicBool) {
                 pause = (pause * 2).min(Duration::from_millis(1));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+    use std::os::fd::OwnedFd;
+
+    use super::*;
+    use crate::message::{Notification, Request};
+    use crate::wrap::Wrapper;
+
+    fn request(id: i64) -> Message {
+        Message::Request(Request {
+            id: RequestId::from(id),
+            method: "ping".to_owned(),
+            params: None,
+        })
+    }
+
+    #[test]
+    fn lines_forwarded_in_one_pass_reach_a_batching_server_in_one_write_and_in_order() {
+        let shared = Shared::new(Wrapper::new("unused", ["x"]).pacing(false));
+        let (mut reader, writer) = std::io::pipe().unwrap();
+        lock(&shared.queue).direct = Some(OwnedFd::from(writer));
+        let unread = |r: &std::io::PipeReader| sys::pipe_unread(r.as_fd()).unwrap();
+        shared.forward(&request(1), Some(b"{\"one\":1}".to_vec()));
+        shared.forward(&request(2), None);
+        assert_eq!(unread(&reader), 0, "gathered, not written yet");
+        shared.write_gathered();
+        // A message from another thread goes after what was gathered, and at once.
+        shared.forward(&request(3), None);
+        shared.to_server(&Message::Notification(Notification {
+            method: "n".to_owned(),
+            params: None,
+        }));
+        let want = [
+            b"{\"one\":1}\n".to_vec(),
+            request(2).to_line(),
+            request(3).to_line(),
+            b"{\"jsonrpc\":\"2.0\",\"method\":\"n\"}\n".to_vec(),
+        ]
+        .concat();
+        assert_eq!(unread(&reader), want.len());
+        let mut got = vec![0; want.len()];
+        reader.read_exact(&mut got).unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(&want)
+        );
+        // Enough of them are written without waiting for the end of the pass.
+        let big = vec![b' '; GATHER_BYTES];
+        shared.forward(&request(4), Some(big));
+        assert_eq!(unread(&reader), GATHER_BYTES + 1);
+        assert!(lock(&shared.queue).lines.is_empty());
     }
 }
