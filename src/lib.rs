@@ -145,7 +145,9 @@ mod handler;
 mod id_map;
 #[cfg(feature = "internals")]
 pub mod internals;
+mod json_read;
 mod json_scan;
+mod json_text;
 mod line_buffer;
 mod mcp;
 mod message;
