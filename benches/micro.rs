@@ -12,13 +12,17 @@
 //!   and response) against `serde_json::from_slice::<Value>` + `serde_json::to_writer` alone.
 //! - `parse`: classifying one `tools/call` line the loop's way (the top level read without a
 //!   `Value` map) against the `Value` path it replaced, which it must match exactly.
+//! - `answer`: answering one `tools/call` with a text result, from `ToolResult::text` to the
+//!   response line: the MCP layer's way (the result written as JSON text, no `Value`) against
+//!   the `Value` path, written by the crate's writer and by serde_json's; in both eras. Each
+//!   checks that its line is the same as the others'.
 
 use std::hint::black_box;
 
 use divan::counter::BytesCount;
 use divan::Bencher;
 use mcpipe::internals::{Classified, LineSplitter};
-use mcpipe::{Message, Response};
+use mcpipe::{Message, Response, ToolResult};
 use serde_json::Value;
 
 fn main() {
@@ -186,5 +190,83 @@ mod parse {
         bencher
             .counter(BytesCount::of_slice(&line))
             .bench(|| check(mcpipe::internals::classify_by_value(black_box(&line))));
+    }
+}
+
+mod answer {
+    use super::*;
+    use mcpipe::RequestId;
+
+    /// The text of the result and, for MCP 2026-07-28, the server's info.
+    fn inputs<const TEXT: usize>() -> (String, Value) {
+        let info = serde_json::json!({ "name": "mcpipe-demo", "version": "0.1.0" });
+        ("x".repeat(TEXT), info)
+    }
+
+    /// The response line every path must write.
+    fn expected(text: &str, info: Option<&Value>) -> Vec<u8> {
+        let value = mcpipe::internals::tool_result_value(ToolResult::text(text), info);
+        let mut out = Vec::new();
+        Message::Response(Response::ok(RequestId::from(12345), value)).write_line(&mut out);
+        out
+    }
+
+    /// The MCP layer's way: `ToolResult` to JSON text, framed as the loop frames it.
+    fn direct(text: &str, info: Option<&Value>, out: &mut Vec<u8>) {
+        let result = ToolResult::text(black_box(text));
+        out.clear();
+        out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":12345,\"result\":");
+        mcpipe::internals::write_tool_result(&result, info, out);
+        out.extend_from_slice(b"}\n");
+    }
+
+    /// The `Value` path: the result built as a `Value`, written by the crate's writer.
+    fn by_value(text: &str, info: Option<&Value>, out: &mut Vec<u8>) {
+        let value = mcpipe::internals::tool_result_value(ToolResult::text(black_box(text)), info);
+        out.clear();
+        Message::Response(Response::ok(RequestId::from(12345), value)).write_line(out);
+    }
+
+    /// The `Value` path written by serde_json (the writer before this crate had its own).
+    fn by_value_serde(text: &str, info: Option<&Value>, out: &mut Vec<u8>) {
+        let value = mcpipe::internals::tool_result_value(ToolResult::text(black_box(text)), info);
+        out.clear();
+        out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":12345,\"result\":");
+        serde_json::to_writer(&mut *out, &value).expect("writing to a Vec");
+        out.extend_from_slice(b"}\n");
+    }
+
+    fn run<const TEXT: usize>(
+        bencher: Bencher<'_, '_>,
+        modern: bool,
+        answer: fn(&str, Option<&Value>, &mut Vec<u8>),
+    ) {
+        let (text, info) = inputs::<TEXT>();
+        let info = modern.then_some(&info);
+        let want = expected(&text, info);
+        let mut out = Vec::new();
+        answer(&text, info, &mut out);
+        assert_eq!(out, want, "a path wrote another line");
+        bencher
+            .counter(BytesCount::of_slice(&want))
+            .bench_local(|| {
+                answer(&text, info, &mut out);
+                black_box(&out);
+            });
+    }
+
+    #[divan::bench(consts = [100, 100_000], args = [false, true])]
+    fn direct_text<const TEXT: usize>(bencher: Bencher<'_, '_>, modern: bool) {
+        run::<TEXT>(bencher, modern, direct);
+    }
+
+    #[divan::bench(consts = [100, 100_000], args = [false, true])]
+    fn value_path<const TEXT: usize>(bencher: Bencher<'_, '_>, modern: bool) {
+        run::<TEXT>(bencher, modern, by_value);
+    }
+
+    #[divan::bench(consts = [100, 100_000], args = [false, true])]
+    fn value_path_serde_writer<const TEXT: usize>(bencher: Bencher<'_, '_>, modern: bool) {
+        run::<TEXT>(bencher, modern, by_value_serde);
     }
 }

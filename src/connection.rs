@@ -15,7 +15,7 @@ use crate::child::{self, Waiter};
 use crate::diagnostics;
 use crate::endpoint::Endpoint;
 use crate::error::Error;
-use crate::message::{Message, RequestId};
+use crate::message::{Message, RequestId, Response};
 use crate::readiness;
 pub(crate) use crate::readiness::Fill;
 use crate::responder::{self, Event, Inbox, Outbox};
@@ -96,6 +96,11 @@ pub(crate) struct Connection {
     ready_watches: Vec<usize>,
     /// How many fds a handler watches.
     watching: usize,
+    /// The running request's result as JSON text, when its handler wrote it
+    /// ([`Connection::answer_text`]); kept between requests so its memory is reused.
+    answer_text: Vec<u8>,
+    /// Whether `answer_text` holds the running request's result.
+    answer_text_set: bool,
     /// The protocol state: everything that is not about fds.
     pub(crate) session: Session,
 }
@@ -157,6 +162,8 @@ impl Connection {
             last_peek: None,
             ready_watches: Vec::new(),
             watching: 0,
+            answer_text: Vec::new(),
+            answer_text_set: false,
             session,
         })
     }
@@ -234,6 +241,53 @@ impl Connection {
         out.extend_from_slice(result.as_bytes());
         out.extend_from_slice(b"}\n");
         self.flush_if_large();
+    }
+
+    /// Where the running request's handler writes its result as JSON text (cleared): the
+    /// loop sends it in place of the value the handler returns (see [`Connection::queue_answer`]).
+    pub(crate) fn answer_text(&mut self) -> &mut Vec<u8> {
+        self.answer_text.clear();
+        self.answer_text_set = true;
+        &mut self.answer_text
+    }
+
+    /// Forgets a result text a request left (one that was cancelled while it ran).
+    pub(crate) fn forget_answer_text(&mut self) {
+        self.answer_text_set = false;
+    }
+
+    /// Queues the response of a request: a success whose handler wrote its result as text goes
+    /// out with that text, without a `Value` in between; anything else as it is.
+    pub(crate) fn queue_answer(&mut self, response: Response) {
+        if std::mem::take(&mut self.answer_text_set) {
+            if let Response {
+                id: Some(id),
+                result: Ok(_),
+            } = &response
+            {
+                let out = self.session.queue.buffer();
+                out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+                id.write_json(out);
+                out.extend_from_slice(b",\"result\":");
+                out.extend_from_slice(&self.answer_text);
+                out.extend_from_slice(b"}\n");
+                self.flush_if_large();
+                return;
+            }
+        }
+        self.enqueue(&Message::Response(response));
+    }
+
+    /// The response of a request inside a batch (written by the caller into the batch's
+    /// array): a result its handler wrote as text is read back into the response's value.
+    pub(crate) fn answer_value(&mut self, mut response: Response) -> Response {
+        if std::mem::take(&mut self.answer_text_set) {
+            if let Ok(result) = &mut response.result {
+                // The text is JSON from the crate's own writer; `Null` is not reached.
+                *result = serde_json::from_slice(&self.answer_text).unwrap_or_default();
+            }
+        }
+        response
     }
 
     /// A cheap, non-blocking look at the input for a handler at work: at most once per

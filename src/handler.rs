@@ -423,6 +423,14 @@ impl<'a> Context<'a> {
         self.conn.answer_raw(&id, result);
     }
 
+    /// Where the handler may write the request's result as JSON text instead of returning it
+    /// (crate-private: the MCP layer's quick tool answers): when the handler then returns
+    /// `Ok`, its value is ignored and this text is the result. `None` outside a request.
+    pub(crate) fn answer_text(&mut self) -> Option<&mut Vec<u8>> {
+        self.request?;
+        Some(self.conn.answer_text())
+    }
+
     /// Has the loop watch `fd` for input alongside its own, and call
     /// [`Handler::handle_readable`] with `key` whenever it may have some (once right away, too),
     /// so that one thread serves both: a relay reads its upstream's answers without a thread

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::line_buffer::{Line, LineBuffer};
+use crate::mcp::tool::ToolResult;
 use crate::message::{
     parse_line, parse_line_by_value, ErrorObject, Message, Parsed, RequestId, Response,
 };
@@ -135,6 +136,23 @@ pub fn classify_by_value(line: &[u8]) -> Classified {
         Parsed::Invalid(response) => Classified::Single(Err(response)),
         Parsed::Batch(items) => Classified::Batch(items),
     }
+}
+
+/// Appends a `tools/call` result as the MCP layer answers a quick tool: JSON text written
+/// straight from the [`ToolResult`], no `Value` built; with `server_info` (MCP 2026-07-28)
+/// completed with `resultType` and the server's info in `_meta`.
+pub fn write_tool_result(result: &ToolResult, server_info: Option<&Value>, out: &mut Vec<u8>) {
+    result.write_json(out, server_info);
+}
+
+/// The `Value` a [`ToolResult`] answers as (completed under 2026-07-28 when `server_info` is
+/// given): the path [`write_tool_result`] replaced, for benchmarks and tests to compare.
+pub fn tool_result_value(result: ToolResult, server_info: Option<&Value>) -> Value {
+    let mut value = result.into_value();
+    if let Some(info) = server_info {
+        crate::mcp::server::modern_result(&mut value, info, None);
+    }
+    value
 }
 
 /// Classifies one line as the loop of a relay (`mcpipe wrap`) does, which forwards lines as

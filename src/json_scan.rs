@@ -5,7 +5,10 @@
 //! Conservative: it accepts only text that serde_json accepts too, and says `None` for
 //! anything it does not read itself (a `\u` escape, an exponent, more than [`MAX_MEMBERS`]
 //! members, nesting deeper than [`MAX_DEPTH`], escaped member names); the caller then
-//! takes serde_json's path, which decides.
+//! takes serde_json's path, which decides. Where [`crate::json_read`] builds the `Value`s of a
+//! line, this only checks one and finds where its members are.
+
+use crate::json_text::clean_len;
 
 /// Members of one object beyond this many are left to serde_json.
 pub(crate) const MAX_MEMBERS: usize = 8;
@@ -108,19 +111,6 @@ pub(crate) fn plain_string(value: &str) -> Option<&str> {
     (!inner.contains('\\')).then_some(inner)
 }
 
-/// Whether any of the eight bytes of `word` may be a `"`, a `\\` or a control character.
-/// Never wrong when it says no; a yes is checked a byte at a time.
-fn may_matter(word: u64) -> bool {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    // A byte below `n` (for `n` up to 0x80) sets its high bit in `(w - n) & !w`.
-    let below = |w: u64, n: u8| w.wrapping_sub(ONES * u64::from(n)) & !w & HIGH;
-    below(word ^ (ONES * u64::from(b'"')), 1)
-        | below(word ^ (ONES * u64::from(b'\\')), 1)
-        | below(word, 0x20)
-        != 0
-}
-
 /// A cursor over the text being checked.
 struct Scan<'a> {
     bytes: &'a [u8],
@@ -215,29 +205,13 @@ impl Scan<'_> {
     }
 
     /// Moves to the next `"` or `\\` of a string; `None` at a control character or the end.
-    /// The text is UTF-8 already: nothing else in a string matters. Eight bytes at a time
-    /// while none of them matters, then a byte at a time.
+    /// The text is UTF-8 already: nothing else in a string matters.
     fn skip_to_quote_or_escape(&mut self) -> Option<()> {
-        let mut at = self.at;
-        while let Some(chunk) = self.bytes.get(at..at + 8) {
-            let mut word = [0u8; 8];
-            word.copy_from_slice(chunk);
-            if may_matter(u64::from_le_bytes(word)) {
-                break;
-            }
-            at += 8;
+        self.at += clean_len(&self.bytes[self.at..]);
+        match self.peek()? {
+            b'"' | b'\\' => Some(()),
+            _ => None,
         }
-        while let Some(&b) = self.bytes.get(at) {
-            if b == b'"' || b == b'\\' {
-                self.at = at;
-                return Some(());
-            }
-            if b < 0x20 {
-                return None;
-            }
-            at += 1;
-        }
-        None
     }
 
     fn literal(&mut self, word: &[u8]) -> Option<()> {
@@ -346,19 +320,7 @@ mod tests {
     }
 
     #[test]
-    fn a_word_is_searched_when_and_only_when_one_of_its_bytes_matters() {
-        for b in 0..=255u8 {
-            let matters = b == b'"' || b == b'\\' || b < 0x20;
-            for at in 0..8 {
-                let mut word = [b'a'; 8];
-                word[at] = b;
-                assert_eq!(
-                    may_matter(u64::from_le_bytes(word)),
-                    matters,
-                    "{b:#x} at {at}"
-                );
-            }
-        }
+    fn long_strings_are_read_to_their_end_and_control_characters_refused() {
         let text = format!(r#"{{"a":"{}\n{}","b":1}}"#, "x".repeat(37), "é".repeat(20));
         assert_eq!(members(&text).unwrap().len(), 2);
         let control = format!("{{\"a\":\"{}\u{1}\"}}", "x".repeat(37));

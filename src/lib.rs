@@ -145,7 +145,9 @@ mod handler;
 mod id_map;
 #[cfg(feature = "internals")]
 pub mod internals;
+mod json_read;
 mod json_scan;
+mod json_text;
 mod large_blocks;
 mod line_buffer;
 mod mcp;

@@ -373,14 +373,22 @@ pub(crate) fn parse_line(bytes: &[u8]) -> Parsed {
 }
 
 /// The common case, read without building a map for the top level: one object whose member
-/// names have no escapes. Its members are parsed as the `Value` path parses them (the same
-/// serde_json code, one pass over the bytes, the last of duplicate names winning) and
-/// classified by the same rules, so the outcome is the same. `None` for anything else
-/// (another JSON type, an escaped name, bytes that are not valid JSON): the caller then
-/// takes the `Value` path, which decides, and words the errors, exactly as before.
+/// names have no escapes. Its members are read as the `Value` path reads them (the crate's
+/// reader, which builds the values serde_json builds, or serde_json itself where that reader
+/// declines; one pass over the bytes, the last of duplicate names winning) and classified by
+/// the same rules, so the outcome is the same. `None` for anything else (another JSON type,
+/// an escaped name, bytes that are not valid JSON): the caller then takes the `Value` path,
+/// which decides, and words the errors, exactly as before.
+///
+/// The line's UTF-8 is checked once, whole, so that neither reader checks each string again; a
+/// line that is not UTF-8 takes the `Value` path, which reports it.
 fn classify_envelope(bytes: &[u8]) -> Option<Result<Message, Response>> {
-    let members = serde_json::from_slice::<BTreeMap<&str, Value>>(bytes).ok()?;
-    Some(classify_members(members))
+    let text = std::str::from_utf8(bytes).ok()?;
+    let envelope = match Envelope::read(text) {
+        Some(envelope) => envelope,
+        None => Envelope::of(serde_json::from_str::<BTreeMap<&str, Value>>(text).ok()?),
+    };
+    Some(classify_members(envelope))
 }
 
 /// Parses a line that may be a batch through a [`Value`] (the reference the fast path
@@ -438,16 +446,50 @@ impl Members for Map<String, Value> {
     }
 }
 
-impl Members for BTreeMap<&str, Value> {
-    fn member(&self, name: &str) -> Option<&Value> {
-        self.get(name)
+/// The members [`classify_members`] reads (`jsonrpc`, `id`, `method`, `params`, `result`,
+/// `error`), picked out of a top level in one pass over it rather than by a search of the map
+/// per name; any other member is dropped.
+#[derive(Default)]
+struct Envelope([Option<Value>; 6]);
+
+impl Envelope {
+    /// The envelope read by the crate's own reader (`json_read`), which declines what it does
+    /// not read as serde_json would; serde_json then reads the line (`Envelope::of`).
+    fn read(text: &str) -> Option<Envelope> {
+        let mut envelope = Envelope::default();
+        crate::json_read::top_level_members(text, |name, value| {
+            if let Some(i) = Envelope::index(name) {
+                envelope.0[i] = Some(value);
+            }
+        })?;
+        Some(envelope)
     }
 
-    /// Leaves `null` in the member's place rather than removing it, which would rebalance
-    /// the tree: this map is dropped once classified, and `classify_members` never reads a
-    /// member it took.
+    fn of(members: BTreeMap<&str, Value>) -> Envelope {
+        let mut envelope = Envelope::default();
+        for (name, value) in members {
+            if let Some(i) = Envelope::index(name) {
+                envelope.0[i] = Some(value);
+            }
+        }
+        envelope
+    }
+
+    /// Where a member read by `classify_members` is kept; `None` for any other name (not
+    /// asked for: the `message` fuzz target checks this path against the `Value` one).
+    fn index(name: &str) -> Option<usize> {
+        let names = ["jsonrpc", "id", "method", "params", "result", "error"];
+        names.iter().position(|n| *n == name)
+    }
+}
+
+impl Members for Envelope {
+    fn member(&self, name: &str) -> Option<&Value> {
+        self.0[Envelope::index(name)?].as_ref()
+    }
+
     fn take_member(&mut self, name: &str) -> Option<Value> {
-        self.get_mut(name).map(std::mem::take)
+        self.0[Envelope::index(name)?].take()
     }
 }
 
@@ -520,15 +562,12 @@ fn classify_members(mut obj: impl Members) -> Result<Message, Response> {
 }
 
 fn write_json_value(out: &mut Vec<u8>, value: &Value) {
-    // Writing a `Value` into a `Vec` cannot fail: `Value` serialisation has no fallible parts
-    // (map keys are strings) and `Vec` writes are infallible.
-    serde_json::to_writer(&mut *out, value).expect("serialising a Value into a Vec cannot fail");
+    crate::json_text::write_value(out, value);
 }
 
 /// Appends a string as a JSON string, without building a `Value`.
 fn write_json_str(out: &mut Vec<u8>, s: &str) {
-    // Serialising a `str` into a `Vec` cannot fail, as for a `Value`.
-    serde_json::to_writer(&mut *out, s).expect("serialising a str into a Vec cannot fail");
+    crate::json_text::write_str(out, s);
 }
 
 fn write_call(out: &mut Vec<u8>, id: Option<&RequestId>, method: &str, params: Option<&Value>) {

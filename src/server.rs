@@ -391,7 +391,7 @@ impl Server {
         match parsed {
             Parsed::Single(message) => {
                 if let Some(response) = handle_message(conn, handler, message) {
-                    conn.enqueue(&Message::Response(response));
+                    conn.queue_answer(response);
                 }
             }
             Parsed::Invalid(response) => conn.enqueue(&Message::Response(response)),
@@ -411,7 +411,10 @@ impl Server {
                 let mut responses = Vec::new();
                 for item in items {
                     match item {
-                        Ok(message) => responses.extend(handle_message(conn, handler, message)),
+                        Ok(message) => {
+                            let response = handle_message(conn, handler, message);
+                            responses.extend(response.map(|r| conn.answer_value(r)));
+                        }
                         Err(response) => {
                             conn.session.stats.bad_messages += 1;
                             responses.push(response);
@@ -567,6 +570,8 @@ fn handle_message(
 ) -> Option<Response> {
     match message {
         Message::Request(request) => {
+            // A result text a request cancelled while it ran left behind is not this one's.
+            conn.forget_answer_text();
             let id = request.id.clone();
             let cancellable = handler.is_cancellable(&request);
             match conn.session.start_request(&request, cancellable) {

@@ -145,6 +145,19 @@ fn server() -> McpServer<u64> {
             },
         )
         .tool(
+            Tool::new("stubborn", "Returns a result even when cancelled"),
+            |_n, _args, cx| {
+                let start = Instant::now();
+                while start.elapsed() < Duration::from_secs(30) {
+                    if cx.is_cancelled() {
+                        return Ok(ToolResult::text("cancelled, answered anyway"));
+                    }
+                    thread::sleep(Duration::from_millis(1));
+                }
+                Ok(ToolResult::text("never cancelled"))
+            },
+        )
+        .tool(
             Tool::new("count", "Checkpoints a million times"),
             |_n, _args, cx| {
                 for _ in 0..1_000_000 {
@@ -327,6 +340,22 @@ fn a_tight_checkpoint_loop_is_cheap_and_cancellable() {
     client.request(3, "ping", json!({}));
     let next = client.next();
     assert_eq!(next["id"], 3, "{next}");
+    client.silent(Duration::from_millis(100));
+}
+
+#[test]
+fn a_result_returned_after_cancellation_is_not_sent_nor_given_to_the_next_request() {
+    let mut client = serve(server, json!({}));
+    client.call(1, "stubborn", json!({}));
+    thread::sleep(Duration::from_millis(100));
+    client.send(json!({ "jsonrpc": "2.0", "method": "notifications/cancelled", "params": { "requestId": 1 } }));
+    client.request(2, "ping", json!({}));
+    assert_eq!(
+        client.next(),
+        json!({ "jsonrpc": "2.0", "id": 2, "result": {} })
+    );
+    client.call(3, "kinds", json!({}));
+    assert_eq!(client.next()["result"]["content"][0]["text"], "t");
     client.silent(Duration::from_millis(100));
 }
 

@@ -106,7 +106,10 @@ type IdleFn<S> = Box<dyn FnMut(&mut S, &mut McpContext<'_>)>;
 
 /// An MCP server over a state `S` of yours: register tools, resources and prompts, then serve.
 ///
-/// It implements [`Handler`], so [`Server`] runs it, and it serves clients of both eras:
+/// It implements [`Handler`], so [`Server`] runs it (its answers are meant for the loop: a
+/// tool's result goes to the loop as JSON text, and `handle_request` then returns `Null`, as
+/// it does for a concurrent tool, whose answer comes later), and it serves clients of both
+/// eras:
 /// - handshake era: `initialize` (answering the client's protocol version when it is one of
 ///   [`PROTOCOL_VERSIONS`](crate::PROTOCOL_VERSIONS), else the latest), `ping`, the list methods (paginated with opaque
 ///   cursors), `tools/call`, `resources/read`, `prompts/get`, `completion/complete`,

@@ -5,8 +5,10 @@ use std::fmt;
 use serde_json::{json, Map, Value};
 
 use crate::error::Error;
+use crate::json_text;
 use crate::mcp::resource::ResourceContents;
 use crate::message::ErrorObject;
+use crate::protocol::SERVER_INFO_KEY;
 
 /// A tool's description, as `tools/list` shows it: a name, a description, an input schema, and
 /// any other field (title, output schema, annotations, icons, `_meta`).
@@ -25,21 +27,30 @@ use crate::message::ErrorObject;
 pub struct Tool {
     /// Invariant: holds `name` (a string) and `inputSchema` (an object with `"type":"object"`).
     fields: Map<String, Value>,
+    /// Invariant: `fields["name"]`, kept apart because every call looks it up.
+    name: String,
+    /// Invariant: what `fields` says under `execution.taskSupport`, read once per call.
+    task_support: TaskSupport,
 }
 
 impl Tool {
     /// A tool taking no arguments (input schema `{"type":"object"}`) until some are added.
     pub fn new(name: impl Into<String>, description: impl Into<String>) -> Tool {
+        let name = name.into();
         let mut fields = Map::new();
-        fields.insert("name".into(), Value::String(name.into()));
+        fields.insert("name".into(), Value::String(name.clone()));
         fields.insert("description".into(), Value::String(description.into()));
         fields.insert("inputSchema".into(), json!({ "type": "object" }));
-        Tool { fields }
+        Tool {
+            fields,
+            name,
+            task_support: TaskSupport::Forbidden,
+        }
     }
 
     /// The tool's name.
     pub fn name(&self) -> &str {
-        self.fields["name"].as_str().unwrap_or_default()
+        &self.name
     }
 
     /// Sets the human-readable title (MCP 2025-06-18 on; older clients ignore it).
@@ -125,11 +136,17 @@ impl Tool {
         if let Value::Object(map) = execution {
             map.insert("taskSupport".into(), json!(support.as_str()));
         }
+        self.task_support = support;
         self
     }
 
     /// The tool's `execution.taskSupport` ([`TaskSupport::Forbidden`] when absent or unknown).
     pub fn task_support_level(&self) -> TaskSupport {
+        self.task_support
+    }
+
+    /// What `fields` says under `execution.taskSupport`.
+    fn task_support_of_fields(&self) -> TaskSupport {
         match self
             .fields
             .get("execution")
@@ -150,6 +167,9 @@ impl Tool {
             "inputSchema" => return self.input_schema(value),
             _ => {
                 self.fields.insert(key.to_owned(), value);
+                if key == "execution" {
+                    self.task_support = self.task_support_of_fields();
+                }
             }
         }
         self
@@ -190,60 +210,105 @@ impl TaskSupport {
 
 /// One content block of a tool result or a prompt message: text, image, audio, an embedded
 /// resource, a resource link, or any other block given as JSON.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Content(Value);
+#[derive(Debug, Clone)]
+pub struct Content(Block);
+
+/// How a block is kept: a text block as its text alone (the common case, written without
+/// building its JSON object), anything else as JSON.
+#[derive(Debug, Clone)]
+enum Block {
+    Text(String),
+    Json(Value),
+}
+
+impl PartialEq for Content {
+    /// Blocks are equal when their JSON is.
+    fn eq(&self, other: &Content) -> bool {
+        match (&self.0, &other.0) {
+            (Block::Text(a), Block::Text(b)) => a == b,
+            _ => self.to_value() == other.to_value(),
+        }
+    }
+}
 
 impl Content {
     /// A text block.
     pub fn text(text: impl Into<String>) -> Content {
-        Content(json!({ "type": "text", "text": text.into() }))
+        Content(Block::Text(text.into()))
     }
 
     /// An image block from base64 data (see [`ResourceContents::blob`] for encoding bytes).
     pub fn image(base64_data: impl Into<String>, mime_type: impl Into<String>) -> Content {
-        Content(
+        Content::from_value(
             json!({ "type": "image", "data": base64_data.into(), "mimeType": mime_type.into() }),
         )
     }
 
     /// An audio block from base64 data (MCP 2025-03-26 on).
     pub fn audio(base64_data: impl Into<String>, mime_type: impl Into<String>) -> Content {
-        Content(
+        Content::from_value(
             json!({ "type": "audio", "data": base64_data.into(), "mimeType": mime_type.into() }),
         )
     }
 
     /// An embedded resource.
     pub fn resource(contents: ResourceContents) -> Content {
-        Content(json!({ "type": "resource", "resource": contents.to_value() }))
+        Content::from_value(json!({ "type": "resource", "resource": contents.to_value() }))
     }
 
     /// A link to a resource (MCP 2025-06-18 on).
     pub fn resource_link(uri: impl Into<String>, name: impl Into<String>) -> Content {
-        Content(json!({ "type": "resource_link", "uri": uri.into(), "name": name.into() }))
+        Content::from_value(
+            json!({ "type": "resource_link", "uri": uri.into(), "name": name.into() }),
+        )
     }
 
     /// Any block given as JSON (it should carry a `type`).
     pub fn from_value(value: Value) -> Content {
-        Content(value)
+        Content(Block::Json(value))
     }
 
     /// Adds `annotations` (`audience`, `priority`, `lastModified`) to the block.
-    pub fn with_annotations(mut self, annotations: Value) -> Content {
-        if let Value::Object(map) = &mut self.0 {
+    pub fn with_annotations(self, annotations: Value) -> Content {
+        let mut value = self.into_value();
+        if let Value::Object(map) = &mut value {
             map.insert("annotations".into(), annotations);
         }
-        self
+        Content::from_value(value)
     }
 
     /// The block as JSON.
     pub fn to_value(&self) -> Value {
-        self.0.clone()
+        match &self.0 {
+            Block::Text(text) => text_block(text.clone()),
+            Block::Json(value) => value.clone(),
+        }
     }
 
     fn into_value(self) -> Value {
-        self.0
+        match self.0 {
+            Block::Text(text) => text_block(text),
+            Block::Json(value) => value,
+        }
     }
+
+    /// Appends the block as JSON text: the bytes of writing [`Content::to_value`].
+    fn write_json(&self, out: &mut Vec<u8>) {
+        match &self.0 {
+            // The members in the order of serde_json's sorted map: "text" < "type".
+            Block::Text(text) => {
+                out.extend_from_slice(b"{\"text\":");
+                json_text::write_str(out, text);
+                out.extend_from_slice(b",\"type\":\"text\"}");
+            }
+            Block::Json(value) => json_text::write_value(out, value),
+        }
+    }
+}
+
+/// A text block's JSON.
+fn text_block(text: String) -> Value {
+    json!({ "type": "text", "text": text })
 }
 
 /// What a tool call returns: content blocks, optional structured content, and whether it is a
@@ -321,6 +386,43 @@ impl ToolResult {
             map.insert("isError".into(), Value::Bool(true));
         }
         Value::Object(map)
+    }
+
+    /// Appends the result as JSON text, as `tools/call` answers it: the bytes of writing
+    /// [`ToolResult::to_value`], or under MCP 2026-07-28 (`server_info` given) the bytes of
+    /// that value completed by `modern_result` (`resultType` and the server's info in
+    /// `_meta`), without building either value.
+    pub(crate) fn write_json(&self, out: &mut Vec<u8>, server_info: Option<&Value>) {
+        // The members in the order of serde_json's map (sorted by bytes): "_meta" < "content"
+        // < "isError" < "resultType" < "structuredContent". The tests compare with the
+        // `Value` path for every shape.
+        out.push(b'{');
+        if let Some(info) = server_info {
+            out.extend_from_slice(b"\"_meta\":{");
+            json_text::write_str(out, SERVER_INFO_KEY);
+            out.push(b':');
+            json_text::write_value(out, info);
+            out.extend_from_slice(b"},");
+        }
+        out.extend_from_slice(b"\"content\":[");
+        for (i, block) in self.content.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            block.write_json(out);
+        }
+        out.push(b']');
+        if self.is_error {
+            out.extend_from_slice(b",\"isError\":true");
+        }
+        if server_info.is_some() {
+            out.extend_from_slice(b",\"resultType\":\"complete\"");
+        }
+        if let Some(structured) = &self.structured_content {
+            out.extend_from_slice(b",\"structuredContent\":");
+            json_text::write_value(out, structured);
+        }
+        out.push(b'}');
     }
 }
 
@@ -422,6 +524,124 @@ mod tests {
     fn error_results_carry_is_error_and_successes_do_not() {
         assert_eq!(ToolResult::error("x").to_value()["isError"], true);
         assert!(ToolResult::text("x").to_value().get("isError").is_none());
+    }
+
+    #[test]
+    fn the_task_support_read_per_call_is_what_the_fields_say() {
+        let tools = [
+            Tool::new("t", "d"),
+            Tool::new("t", "d").task_support(TaskSupport::Optional),
+            Tool::new("t", "d").task_support(TaskSupport::Required),
+            Tool::new("t", "d")
+                .task_support(TaskSupport::Required)
+                .task_support(TaskSupport::Forbidden),
+            Tool::new("t", "d").field("execution", json!({ "taskSupport": "optional" })),
+            Tool::new("t", "d")
+                .task_support(TaskSupport::Required)
+                .field("execution", json!({ "taskSupport": "bogus" })),
+            Tool::new("t", "d")
+                .task_support(TaskSupport::Optional)
+                .field("execution", json!(7))
+                .task_support(TaskSupport::Required),
+            Tool::new("t", "d")
+                .field("execution", json!({}))
+                .task_support(TaskSupport::Optional)
+                .field("title", json!("x")),
+        ];
+        let expected = [
+            TaskSupport::Forbidden,
+            TaskSupport::Optional,
+            TaskSupport::Required,
+            TaskSupport::Forbidden,
+            TaskSupport::Optional,
+            TaskSupport::Forbidden,
+            TaskSupport::Required,
+            TaskSupport::Optional,
+        ];
+        for (tool, expected) in tools.iter().zip(expected) {
+            assert_eq!(tool.task_support_level(), expected, "{tool:?}");
+            assert_eq!(tool.task_support_of_fields(), expected, "{tool:?}");
+        }
+    }
+
+    #[test]
+    fn the_name_is_the_one_listed_and_cannot_be_changed() {
+        let tool = Tool::new("add", "d")
+            .field("name", json!("other"))
+            .title("T");
+        assert_eq!(tool.name(), "add");
+        assert_eq!(tool.to_value()["name"], "add");
+    }
+
+    /// Every shape of result the direct writer must match: text (with escapes), every kind of
+    /// block, annotations, structured content, `isError`, empty content.
+    fn shapes() -> Vec<ToolResult> {
+        let resource = ResourceContents::text("mcpipe://r", Some("text/plain"), "body");
+        let mut shapes = vec![
+            ToolResult::text(""),
+            ToolResult::text("plain"),
+            ToolResult::text("héllo 🦀\nline\t\"q\" \\ \u{1}\u{7f}\u{2028}"),
+            ToolResult::new(Vec::new()),
+            ToolResult::new(vec![
+                Content::text("a"),
+                Content::image("aGk=", "image/png"),
+                Content::audio("aGk=", "audio/wav"),
+                Content::resource(resource),
+                Content::resource_link("mcpipe://x", "x"),
+                Content::from_value(json!({ "type": "custom", "z": [1, 2.5, null] })),
+                Content::text("b").with_annotations(json!({ "audience": ["user"] })),
+            ]),
+            ToolResult::structured(json!({ "a": 1, "b": { "c": "d" }, "_meta": {} })),
+            ToolResult::error("it failed"),
+        ];
+        let mut both = ToolResult::structured(json!([1, "two"]));
+        both.is_error = true;
+        shapes.push(both);
+        let mut error_only = ToolResult::error("e");
+        error_only.content.clear();
+        shapes.push(error_only);
+        shapes
+    }
+
+    #[test]
+    fn direct_json_is_the_bytes_of_the_value_path_in_the_handshake_era() {
+        for result in shapes() {
+            let mut direct = Vec::new();
+            result.write_json(&mut direct, None);
+            let by_value = serde_json::to_vec(&result.clone().into_value()).unwrap();
+            assert_eq!(
+                String::from_utf8(direct).unwrap(),
+                String::from_utf8(by_value).unwrap()
+            );
+        }
+    }
+
+    #[test]
+    fn direct_json_is_the_bytes_of_the_completed_value_in_2026_07_28() {
+        let info = json!({ "name": "srv \"x\"", "version": "1.0", "icons": [{ "src": "a" }] });
+        for result in shapes() {
+            let mut direct = Vec::new();
+            result.write_json(&mut direct, Some(&info));
+            let mut value = result.clone().into_value();
+            crate::mcp::server::modern_result(&mut value, &info, None);
+            assert_eq!(
+                String::from_utf8(direct).unwrap(),
+                serde_json::to_string(&value).unwrap()
+            );
+        }
+    }
+
+    #[test]
+    fn a_text_block_equals_the_same_block_given_as_json() {
+        let text = Content::text("x");
+        let json = Content::from_value(json!({ "type": "text", "text": "x" }));
+        assert_eq!(text, json);
+        assert_eq!(text.to_value(), json.to_value());
+        assert_ne!(text, Content::text("y"));
+        assert_ne!(
+            text,
+            Content::from_value(json!({ "type": "text", "text": "y" }))
+        );
     }
 
     #[test]

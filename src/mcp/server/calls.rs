@@ -167,8 +167,9 @@ impl<S: 'static> McpServer<S> {
         scope: &Scope,
         cx: &mut Context<'_>,
     ) -> Result<Value, ErrorObject> {
-        // The arguments are moved out of `params` (the request's own), never copied.
-        let arguments = params.remove("arguments");
+        // The arguments are moved out of `params` (the request's own), never copied; `take`
+        // leaves `null` rather than removing the member, which would rebalance the map.
+        let arguments = params.get_mut("arguments").map(Value::take);
         let name = call_name(params, "tools/call")?;
         let arguments = arguments_object(arguments, "tools/call")?;
         let Some((tool, run)) = self.tools.iter_mut().find(|(t, _)| t.name() == name) else {
@@ -213,6 +214,16 @@ impl<S: 'static> McpServer<S> {
         let outcome = catch_panic(|| run(state, &mut arguments, &mut mcx));
         let (rounds, changes) = mcx.into_parts();
         self.deliver(changes, cx);
+        if let (Ok(Ok(result)), None) = (&outcome, &wanted) {
+            if round_outcome(scope, &rounds, &binding, false).is_none() {
+                // The common answer, written as JSON text without a `Value` (the loop sends it
+                // and ignores the `Null`); under 2026-07-28 completed as `handle_modern` would.
+                if let Some(out) = cx.answer_text() {
+                    result.write_json(out, scope.modern.then_some(&self.info));
+                    return Ok(Value::Null);
+                }
+            }
+        }
         let answer = tool_answer(name, scope, &rounds, &binding, outcome);
         match wanted {
             // A quick tool's task is made when it returns (after any input rounds).
@@ -296,7 +307,7 @@ impl<S: 'static> McpServer<S> {
         cx: &mut Context<'_>,
     ) -> Result<Value, ErrorObject> {
         // The arguments are moved out of `params` (the request's own), never copied.
-        let arguments = params.remove("arguments");
+        let arguments = params.get_mut("arguments").map(Value::take);
         let name = call_name(params, "prompts/get")?;
         let arguments = arguments_object(arguments, "prompts/get")?;
         let Some((prompt, get)) = self.prompts.iter_mut().find(|(p, _)| p.name() == name) else {

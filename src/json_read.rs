@@ -1,0 +1,409 @@
+//! A JSON reader for request lines: the top level's members with borrowed names, their values
+//! built as the `Value`s serde_json builds, with none of its per-token machinery (a third of
+//! a small request's instructions). It declines (`None`) whatever it does not read exactly as
+//! serde_json does: the caller then asks serde_json, which decides and words every error. The
+//! `message` fuzz target checks the result against the `Value` path.
+
+use serde_json::{Map, Value};
+
+use crate::json_text::clean_len;
+
+/// Deeper nesting is left to serde_json (whose own limit is 128).
+const MAX_DEPTH: usize = 100;
+
+/// An object whose first member has this name is not an object to serde_json's `Value` when
+/// serde_json's `raw_value` feature is on (this crate does not ask for it, but any other crate
+/// in the same build may): it is the JSON in that member's string. Left to serde_json.
+const RAW_VALUE_TOKEN: &str = "$serde_json::private::RawValue";
+
+/// A position in a line known to be UTF-8.
+struct Reader<'a> {
+    text: &'a str,
+    pos: usize,
+    depth: usize,
+}
+
+/// Calls `member` with each member of the object that is the whole of `text`, in order (a
+/// duplicate name comes again; the caller keeps the last, as serde_json does). `None` when
+/// `text` is not one object, a member name has an escape, or the reader declines.
+pub(crate) fn top_level_members<'a>(
+    text: &'a str,
+    mut member: impl FnMut(&'a str, Value),
+) -> Option<()> {
+    let mut reader = Reader {
+        text,
+        pos: 0,
+        depth: 1,
+    };
+    reader.expect(b'{')?;
+    if reader.next_is(b'}') {
+        reader.pos += 1;
+    } else {
+        loop {
+            reader.expect(b'"')?;
+            let name = reader.plain_str()?;
+            reader.expect(b':')?;
+            let value = reader.value()?;
+            member(name, value);
+            if !reader.comma_or(b'}')? {
+                break;
+            }
+        }
+    }
+    reader.skip_space();
+    (reader.pos == text.len()).then_some(())
+}
+
+impl<'a> Reader<'a> {
+    fn bytes(&self) -> &'a [u8] {
+        self.text.as_bytes()
+    }
+
+    /// Skips JSON's whitespace (space, tab, newline, carriage return).
+    fn skip_space(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.bytes().get(self.pos) {
+            self.pos += 1;
+        }
+    }
+
+    /// Whether the next byte after whitespace is `byte` (not consumed).
+    fn next_is(&mut self, byte: u8) -> bool {
+        self.skip_space();
+        self.bytes().get(self.pos) == Some(&byte)
+    }
+
+    /// Consumes `byte` after whitespace.
+    fn expect(&mut self, byte: u8) -> Option<()> {
+        if self.next_is(byte) {
+            self.pos += 1;
+            Some(())
+        } else {
+            None
+        }
+    }
+
+    /// After a member or an element: `true` for a comma (another follows), `false` for `end`.
+    fn comma_or(&mut self, end: u8) -> Option<bool> {
+        self.skip_space();
+        let byte = *self.bytes().get(self.pos)?;
+        self.pos += 1;
+        match byte {
+            b',' => Some(true),
+            _ if byte == end => Some(false),
+            _ => None,
+        }
+    }
+
+    /// The rest of a string without escapes, borrowed (its opening quote consumed); `None` at
+    /// an escape or a control character.
+    fn plain_str(&mut self) -> Option<&'a str> {
+        let start = self.pos;
+        let end = start + clean_len(&self.bytes()[start..]);
+        if self.bytes().get(end) != Some(&b'"') {
+            return None;
+        }
+        self.pos = end + 1;
+        // The quotes are ASCII, so both ends are character boundaries.
+        self.text.get(start..end)
+    }
+
+    /// The rest of a string (its opening quote consumed), escapes decoded as serde_json
+    /// decodes them; `None` at a control character, an unknown escape or a lone surrogate.
+    fn string(&mut self) -> Option<String> {
+        let mut out = String::new();
+        loop {
+            let start = self.pos;
+            let end = start + clean_len(&self.bytes()[start..]);
+            let run = self.text.get(start..end)?;
+            let byte = *self.bytes().get(end)?;
+            self.pos = end + 1;
+            if byte == b'"' {
+                if out.is_empty() {
+                    return Some(run.to_owned());
+                }
+                out.push_str(run);
+                return Some(out);
+            }
+            if byte != b'\\' {
+                return None; // A control character: serde_json refuses it.
+            }
+            out.push_str(run);
+            let escape = *self.bytes().get(self.pos)?;
+            self.pos += 1;
+            out.push(match escape {
+                b'"' => '"',
+                b'\\' => '\\',
+                b'/' => '/',
+                b'b' => '\u{8}',
+                b'f' => '\u{c}',
+                b'n' => '\n',
+                b'r' => '\r',
+                b't' => '\t',
+                b'u' => self.unicode_escape()?,
+                _ => return None,
+            });
+        }
+    }
+
+    /// The character of a `\u` escape (its `\u` consumed), a surrogate pair in two escapes.
+    fn unicode_escape(&mut self) -> Option<char> {
+        let first = self.hex4()?;
+        match first {
+            0xD800..=0xDBFF => {
+                if self.bytes().get(self.pos..self.pos + 2) != Some(b"\\u") {
+                    return None;
+                }
+                self.pos += 2;
+                let second = self.hex4()?;
+                if !(0xDC00..=0xDFFF).contains(&second) {
+                    return None;
+                }
+                char::from_u32(0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00))
+            }
+            0xDC00..=0xDFFF => None,
+            _ => char::from_u32(first),
+        }
+    }
+
+    fn hex4(&mut self) -> Option<u32> {
+        let digits = self.text.get(self.pos..self.pos + 4)?;
+        if !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None; // (`from_str_radix` would also take a sign)
+        }
+        self.pos += 4;
+        u32::from_str_radix(digits, 16).ok()
+    }
+
+    /// A number: plain integers here, anything else (fractions, exponents, `-0`, integers too
+    /// large for 64 bits) parsed by serde_json from the number's own bytes, so it is exactly
+    /// the number serde_json makes.
+    fn number(&mut self) -> Option<Value> {
+        let start = self.pos;
+        let rest = &self.bytes()[start..];
+        let len = rest
+            .iter()
+            .position(|b| !matches!(b, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E'))
+            .unwrap_or(rest.len());
+        let token = self.text.get(start..start + len)?;
+        self.pos = start + len;
+        let (negative, digits) = match token.strip_prefix('-') {
+            Some(digits) => (true, digits),
+            None => (false, token),
+        };
+        let plain = !digits.is_empty()
+            && digits.len() <= 18
+            && digits.bytes().all(|b| b.is_ascii_digit())
+            && (digits == "0" || !digits.starts_with('0'));
+        match (plain, negative) {
+            // At most 18 digits: fits an i64 either way.
+            (true, false) => digits.parse::<u64>().ok().map(Value::from),
+            (true, true) if digits != "0" => digits.parse::<i64>().ok().map(|n| Value::from(-n)),
+            _ => serde_json::from_str::<Value>(token)
+                .ok()
+                .filter(Value::is_number),
+        }
+    }
+
+    /// Consumes `word` (the rest of `true`, `false` or `null`).
+    fn literal(&mut self, word: &[u8], value: Value) -> Option<Value> {
+        if self.bytes().get(self.pos..self.pos + word.len()) != Some(word) {
+            return None;
+        }
+        self.pos += word.len();
+        Some(value)
+    }
+
+    fn value(&mut self) -> Option<Value> {
+        self.skip_space();
+        let byte = *self.bytes().get(self.pos)?;
+        match byte {
+            b'"' => {
+                self.pos += 1;
+                self.string().map(Value::String)
+            }
+            b'{' | b'[' => {
+                if self.depth >= MAX_DEPTH {
+                    return None;
+                }
+                self.pos += 1;
+                self.depth += 1;
+                let value = if byte == b'{' {
+                    self.object()
+                } else {
+                    self.array()
+                };
+                self.depth -= 1;
+                value
+            }
+            b't' => self.literal(b"true", Value::Bool(true)),
+            b'f' => self.literal(b"false", Value::Bool(false)),
+            b'n' => self.literal(b"null", Value::Null),
+            b'-' | b'0'..=b'9' => self.number(),
+            _ => None,
+        }
+    }
+
+    /// The rest of an object (its `{` consumed).
+    fn object(&mut self) -> Option<Value> {
+        let mut map = Map::new();
+        if self.next_is(b'}') {
+            self.pos += 1;
+            return Some(Value::Object(map));
+        }
+        loop {
+            self.expect(b'"')?;
+            let name = self.string()?;
+            if map.is_empty() && name == RAW_VALUE_TOKEN {
+                return None;
+            }
+            self.expect(b':')?;
+            let value = self.value()?;
+            map.insert(name, value);
+            if !self.comma_or(b'}')? {
+                return Some(Value::Object(map));
+            }
+        }
+    }
+
+    /// The rest of an array (its `[` consumed).
+    fn array(&mut self) -> Option<Value> {
+        let mut items = Vec::new();
+        if self.next_is(b']') {
+            self.pos += 1;
+            return Some(Value::Array(items));
+        }
+        loop {
+            items.push(self.value()?);
+            if !self.comma_or(b']')? {
+                return Some(Value::Array(items));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+    use std::collections::BTreeMap;
+
+    /// What serde_json makes of `text` as the top level's members (`None` where it fails).
+    fn by_serde(text: &str) -> Option<BTreeMap<&str, Value>> {
+        serde_json::from_str(text).ok()
+    }
+
+    fn ours(text: &str) -> Option<BTreeMap<&str, Value>> {
+        let mut members = BTreeMap::new();
+        top_level_members(text, |name, value| {
+            members.insert(name, value);
+        })?;
+        Some(members)
+    }
+
+    /// Where we read, serde_json reads the same; where we decline, so may it.
+    fn check(text: &str) {
+        if let Some(members) = ours(text) {
+            assert_eq!(Some(members), by_serde(text), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn requests_read_as_serde_json_reads_them() {
+        let lines = [
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}"#,
+            r#" { "jsonrpc" : "2.0" , "id" : "x\"y" , "method" : "m" , "params" : [ 1 , -2 , 3.5 , 1e3 , -0 , true , false , null ] } "#,
+            r#"{"a":{"b":{"c":[[],{}]}},"a":2}"#,
+            r#"{"s":"\u00e9\ud83e\udd80\n\t\\\/\b\f\r\"","e":"","u":"\u0000"}"#,
+            r#"{"n":[0,18446744073709551615,18446744073709551616,-9223372036854775808,-9223372036854775809,123456789012345678,1234567890123456789,0.1,2.5e-8,1E300]}"#,
+            "{}",
+            "{\"é\":\"ü\u{2028}\"}",
+        ];
+        for line in lines {
+            assert!(ours(line).is_some(), "declined {line}");
+            check(line);
+        }
+    }
+
+    #[test]
+    fn what_serde_json_refuses_is_declined() {
+        let lines = [
+            "",
+            "[]",
+            "1",
+            "{",
+            "{}x",
+            r#"{"a":1,}"#,
+            r#"{"a":[1,]}"#,
+            r#"{"a":01}"#,
+            r#"{"a":-}"#,
+            r#"{"a":1.}"#,
+            r#"{"a":"\x"}"#,
+            r#"{"a":"\ud800"}"#,
+            r#"{"a":"\udc00"}"#,
+            r#"{"a":"\ud800\u0041"}"#,
+            r#"{"a":"\u12"}"#,
+            r#"{"a":"\u+123"}"#,
+            "{\"a\":\"\u{1}\"}",
+            r#"{"a":tru}"#,
+            r#"{"a" 1}"#,
+            r#"{"a":1 "b":2}"#,
+            r#"{"\u0061":1}"#,
+            r#"{"a":{"$serde_json::private::RawValue":"[1]"}}"#,
+            r#"{"a":1E400}"#,
+        ];
+        for line in lines {
+            assert!(ours(line).is_none(), "read {line}");
+        }
+    }
+
+    #[test]
+    fn nesting_deeper_than_the_limit_is_left_to_serde_json() {
+        let deep = |n: usize| format!("{{\"a\":{}{}}}", "[".repeat(n), "]".repeat(n));
+        assert!(ours(&deep(MAX_DEPTH - 2)).is_some());
+        check(&deep(MAX_DEPTH - 2));
+        assert!(ours(&deep(MAX_DEPTH)).is_none());
+    }
+
+    fn any_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(|n| json!(n)),
+            any::<u64>().prop_map(|n| json!(n)),
+            any::<f64>().prop_map(|f| json!(f)),
+            any::<String>().prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 48, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                prop::collection::btree_map(any::<String>(), inner, 0..6)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn any_written_object_reads_back_as_serde_json_reads_it(
+            members in prop::collection::btree_map("[a-z]{0,8}", any_value(), 0..6),
+            pretty in any::<bool>(),
+        ) {
+            let value = Value::Object(members.into_iter().collect());
+            let text = if pretty {
+                serde_json::to_string_pretty(&value).unwrap()
+            } else {
+                serde_json::to_string(&value).unwrap()
+            };
+            prop_assert!(ours(&text).is_some(), "declined {}", text);
+            check(&text);
+        }
+
+        #[test]
+        fn any_line_is_read_as_serde_json_reads_it_or_declined(text in "\\PC{0,40}") {
+            check(&text);
+            check(&format!("{{\"a\":{text}}}"));
+            check(&format!("{{\"a\":\"{text}\"}}"));
+        }
+    }
+}
