@@ -298,8 +298,8 @@ fn map_anonymous(len: usize) -> *mut u8 {
 // The large-block allocator (`large_blocks.rs` has the bookkeeping and why). Every large block
 // is a mapping whose address and length the bookkeeping knows; the lock is held across each
 // call to the kernel, so that an address unmapped or moved cannot be recorded by another
-// thread before its old record is gone. Small blocks take an inlined test and go to `System`;
-// the large paths are out of line.
+// thread before its old record is gone. Small blocks take a size test and go to `System`; the
+// large paths are out of line (cold), so that the small path stays short where it is inlined.
 #[cfg(target_os = "linux")]
 impl crate::large_blocks::LargeBlockAllocator {
     #[cold]
@@ -359,7 +359,6 @@ impl crate::large_blocks::LargeBlockAllocator {
 // or by copying `min(old, new)` bytes across the two allocators) and leaves the old block
 // valid when it returns null.
 unsafe impl std::alloc::GlobalAlloc for crate::large_blocks::LargeBlockAllocator {
-    #[inline]
     unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
         if crate::large_blocks::is_large(layout.size(), layout.align()) {
             return self.alloc_large(layout.size());
@@ -368,7 +367,6 @@ unsafe impl std::alloc::GlobalAlloc for crate::large_blocks::LargeBlockAllocator
         unsafe { std::alloc::System.alloc(layout) }
     }
 
-    #[inline]
     unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
         use crate::large_blocks::{is_large, pages};
         if is_large(layout.size(), layout.align()) {
@@ -383,7 +381,6 @@ unsafe impl std::alloc::GlobalAlloc for crate::large_blocks::LargeBlockAllocator
         unsafe { std::alloc::System.alloc_zeroed(layout) }
     }
 
-    #[inline]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
         if crate::large_blocks::is_large(layout.size(), layout.align()) {
             return self.dealloc_large(ptr, layout.size());
@@ -392,7 +389,6 @@ unsafe impl std::alloc::GlobalAlloc for crate::large_blocks::LargeBlockAllocator
         unsafe { std::alloc::System.dealloc(ptr, layout) }
     }
 
-    #[inline]
     unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
         use crate::large_blocks::is_large;
         let align = layout.align();
