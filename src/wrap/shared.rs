@@ -50,6 +50,8 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 #[derive(Debug)]
 pub(super) struct Pending {
     pub(super) responder: Responder,
+    /// The request's method where it is read back (`initialize`, a list, with a deadline);
+    /// empty otherwise.
     pub(super) method: String,
     pub(super) deadline: Option<Instant>,
     /// A list request for the first page (no cursor): its result is remembered.

@@ -53,7 +53,10 @@ impl Shared {
             return;
         }
         flush_gathered(&mut queue);
-        self.wake_writer(queue);
+        // The writer thread only for what the pipe did not take.
+        if !queue.lines.is_empty() {
+            self.wake_writer(queue);
+        }
     }
 
     fn send(&self, mut line: Outgoing, may_gather: bool) {
@@ -72,7 +75,9 @@ impl Shared {
             queue.gathered.extend_from_slice(&line.bytes);
             if queue.gathered.len() >= GATHER_BYTES {
                 flush_gathered(&mut queue);
-                self.wake_writer(queue);
+                if !queue.lines.is_empty() {
+                    self.wake_writer(queue);
+                }
             }
             return;
         }
