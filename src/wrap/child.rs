@@ -140,6 +140,7 @@ fn queue_replay(shared: &Shared) {
     }
     queue.lines.push_front(Outgoing::new(&init));
     *lock(&shared.replay) = Some(id);
+    shared.replaying.store(true, Ordering::Release);
 }
 
 /// One life of the server: spawn it, serve its pipes, watch deadlines and the stop request,
@@ -156,6 +157,7 @@ fn run_once(shared: &Arc<Shared>, handle: &LoopHandle) -> std::io::Result<ExitSt
     let mut child = command.spawn()?;
     shared.starts.fetch_add(1, Ordering::AcqRel);
     lock(&shared.pacing).reset();
+    shared.proven.store(false, Ordering::Release);
     let pid = child.id();
     let pgid = libc::pid_t::try_from(pid).unwrap_or(0);
     let mut tree = ProcessTree::new(pid);
