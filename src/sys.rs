@@ -169,6 +169,25 @@ pub(crate) fn pipe_unread(fd: BorrowedFd<'_>) -> io::Result<usize> {
     Ok(usize::try_from(unread).unwrap_or(0))
 }
 
+/// Asks for a pipe of `bytes` capacity (Linux `F_SETPIPE_SZ`; the kernel rounds it up to
+/// pages and refuses more than `/proc/sys/fs/pipe-max-size` to an unprivileged process).
+/// Elsewhere it fails with `Unsupported`. Returns the capacity granted.
+pub(crate) fn set_pipe_capacity(fd: BorrowedFd<'_>, bytes: usize) -> io::Result<usize> {
+    #[cfg(target_os = "linux")]
+    {
+        let want = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+        // SAFETY: F_SETPIPE_SZ takes an int argument and touches no memory of ours; `fd` is
+        // open.
+        let granted = cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETPIPE_SZ, want) })?;
+        Ok(usize::try_from(granted).unwrap_or(0))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (fd, bytes);
+        Err(io::Error::from(io::ErrorKind::Unsupported))
+    }
+}
+
 /// Makes this process a child subreaper (Linux `PR_SET_CHILD_SUBREAPER`): descendants orphaned
 /// below it are reparented to it instead of to init, so it can find and end them. Elsewhere it
 /// fails with `Unsupported`.
@@ -736,6 +755,22 @@ pub(crate) fn kill_child_with_parent(command: &mut std::process::Command) {
 mod tests {
     use super::*;
     use std::os::fd::AsFd;
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_pipe_asked_for_more_room_takes_more_without_blocking() {
+        // mio's pipes are non-blocking: a write takes what the pipe has room for.
+        let (w, _r) = mio::unix::pipe::new().unwrap();
+        let chunk = vec![b'x'; 256 << 10];
+        let granted = set_pipe_capacity(w.as_fd(), 1 << 20).unwrap();
+        assert!(granted >= 1 << 20, "{granted}");
+        assert_eq!(write(w.as_fd(), &chunk).unwrap(), chunk.len());
+        let (w, _r) = mio::unix::pipe::new().unwrap();
+        assert!(
+            write(w.as_fd(), &chunk).unwrap() < chunk.len(),
+            "the default is smaller"
+        );
+    }
 
     #[test]
     fn file_kind_tells_pipes_files_and_closed_fds_apart() {

@@ -37,6 +37,10 @@ const STDOUT_END_WAIT: Duration = Duration::from_secs(2);
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
+/// The capacity asked for the server's stdin pipe (Linux allows an unprivileged process up to
+/// 1 MiB by default).
+const PIPE_CAPACITY: usize = 1 << 20;
+
 /// Starts the supervisor, which spawns the server and keeps it running until asked to stop.
 pub(super) fn supervise(shared: Arc<Shared>, handle: LoopHandle) -> JoinHandle<()> {
     thread::spawn(move || {
@@ -136,6 +140,7 @@ fn queue_replay(shared: &Shared) {
     }
     queue.lines.push_front(Outgoing::new(&init));
     *lock(&shared.replay) = Some(id);
+    shared.replaying.store(true, Ordering::Release);
 }
 
 /// One life of the server: spawn it, serve its pipes, watch deadlines and the stop request,
@@ -152,6 +157,7 @@ fn run_once(shared: &Arc<Shared>, handle: &LoopHandle) -> std::io::Result<ExitSt
     let mut child = command.spawn()?;
     shared.starts.fetch_add(1, Ordering::AcqRel);
     lock(&shared.pacing).reset();
+    shared.proven.store(false, Ordering::Release);
     let pid = child.id();
     let pgid = libc::pid_t::try_from(pid).unwrap_or(0);
     let mut tree = ProcessTree::new(pid);
@@ -203,6 +209,9 @@ fn start_pipes(
 ) -> Vec<JoinHandle<()>> {
     let mut threads = Vec::new();
     if let Some(stdin) = child.stdin.take() {
+        // Room for many passes of the loop's lines: a full pipe hands them to the writer
+        // thread, a hop per pass (best effort: the default 64 KiB otherwise).
+        let _ = sys::set_pipe_capacity(stdin.as_fd(), PIPE_CAPACITY);
         // Not on Linux, or not a pipe we can reopen: every line goes through the writer.
         lock(&shared.queue).direct = sys::reopen_nonblocking(stdin.as_fd(), true).ok();
         let (shared, alive) = (Arc::clone(shared), Arc::clone(alive));

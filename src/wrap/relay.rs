@@ -101,9 +101,16 @@ impl Handler for Relay {
                 .params
                 .as_ref()
                 .is_none_or(|p| p.get("cursor").is_none_or(Value::is_null));
+        // The method is read back for the handshake, the lists and a deadline's error only:
+        // no copy of it for the rest.
+        let method = if deadline.is_some() || needs_params(&request.method) {
+            request.method.clone()
+        } else {
+            String::new()
+        };
         let pending = Pending {
             responder,
-            method: request.method.clone(),
+            method,
             deadline,
             first_page,
         };

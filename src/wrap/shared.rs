@@ -50,6 +50,8 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 #[derive(Debug)]
 pub(super) struct Pending {
     pub(super) responder: Responder,
+    /// The request's method where it is read back (`initialize`, a list, with a deadline);
+    /// empty otherwise.
     pub(super) method: String,
     pub(super) deadline: Option<Instant>,
     /// A list request for the first page (no cursor): its result is remembered.
@@ -91,6 +93,12 @@ pub(super) struct Shared {
     pub(super) stop: Mutex<Option<Stop>>,
     /// How many lines the server may be handed at once (see [`super::pacing`]).
     pub(super) pacing: Mutex<Pacing>,
+    /// The running server proved it takes batches (mirrors `pacing`, read without its lock
+    /// on every line and every answer).
+    pub(super) proven: AtomicBool,
+    /// A replayed `initialize` waits for its answer (mirrors `replay`, which is set and
+    /// cleared under the queue's lock).
+    pub(super) replaying: AtomicBool,
     /// The life (start number) whose stdout the loop still reads.
     pub(super) stdout_open: Mutex<Option<u32>>,
     pub(super) stdout_ended: Condvar,
@@ -115,6 +123,8 @@ impl Shared {
             replay_done: Condvar::new(),
             stop: Mutex::new(None),
             pacing: Mutex::new(Pacing::default()),
+            proven: AtomicBool::new(false),
+            replaying: AtomicBool::new(false),
             stdout_open: Mutex::new(None),
             stdout_ended: Condvar::new(),
             gave_up: AtomicBool::new(false),
@@ -151,6 +161,9 @@ impl Shared {
 
     /// The server answered the replayed `initialize`: what waits behind it may go.
     pub(super) fn replay_answered(&self) {
+        let queue = lock(&self.queue);
+        self.replaying.store(false, Ordering::Release);
+        drop(queue);
         *lock(&self.replay) = None;
         self.replay_done.notify_all();
     }

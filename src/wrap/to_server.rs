@@ -53,26 +53,34 @@ impl Shared {
             return;
         }
         flush_gathered(&mut queue);
-        self.wake_writer(queue);
+        // The writer thread only for what the pipe did not take.
+        if !queue.lines.is_empty() {
+            self.wake_writer(queue);
+        }
     }
 
     fn send(&self, mut line: Outgoing, may_gather: bool) {
         let mut queue = lock(&self.queue);
-        let free = queue.lines.is_empty() && !queue.busy && lock(&self.replay).is_none();
-        let (batches, probing) = if free {
-            let pacing = lock(&self.pacing);
-            (
-                !self.config.pacing || pacing.batches_allowed(),
-                pacing.probing(),
-            )
-        } else {
-            (false, false)
-        };
+        let free = queue.lines.is_empty() && !queue.busy && !self.replaying.load(Ordering::Acquire);
+        let (batches, probing) =
+            if free && (!self.config.pacing || self.proven.load(Ordering::Acquire)) {
+                (true, false)
+            } else if free {
+                let pacing = lock(&self.pacing);
+                (
+                    !self.config.pacing || pacing.batches_allowed(),
+                    pacing.probing(),
+                )
+            } else {
+                (false, false)
+            };
         if free && batches && !probing && may_gather && queue.direct.is_some() {
             queue.gathered.extend_from_slice(&line.bytes);
             if queue.gathered.len() >= GATHER_BYTES {
                 flush_gathered(&mut queue);
-                self.wake_writer(queue);
+                if !queue.lines.is_empty() {
+                    self.wake_writer(queue);
+                }
             }
             return;
         }
@@ -117,8 +125,12 @@ impl Shared {
 
     /// The server answered `id`: it may settle the pacing probe.
     pub(super) fn answered(&self, id: &RequestId) {
+        if self.proven.load(Ordering::Acquire) {
+            return; // nothing left to settle
+        }
         let proven = lock(&self.pacing).answered(id);
         if proven {
+            self.proven.store(true, Ordering::Release);
             diagnostics::line(&format!(
                 "mcpipe wrap: {} handles lines that arrive together; writing them in batches",
                 self.config.name
