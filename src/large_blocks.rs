@@ -13,7 +13,7 @@
 //!
 //! A library must not change its user's allocator, so nothing in this crate installs it; a
 //! program does, with `#[global_allocator]` (the `mcpipe` binary does). The bookkeeping is
-//! here, as plain numbers; the calls to the kernel are in `sys.rs`.
+//! here, as plain numbers; the calls to the kernel are in `sys/large_alloc.rs`.
 
 // Elsewhere than Linux the allocator is `System` (no `mremap`), and the bookkeeping is unused.
 #![cfg_attr(not(target_os = "linux"), allow(dead_code))]
