@@ -6,7 +6,8 @@
 //!
 //! - `lines`: the loop's line buffer against a bare `memchr` scan of the same bytes, and against
 //!   copying them in 64 KiB pieces and scanning (what any reader that owns its buffer must do;
-//!   the copy stands in for the kernel's copy in `read`).
+//!   the copy stands in for the kernel's copy in `read`). The 10 MB line measures a long line's
+//!   growth: its buffer is let go after each pass, as after each large message.
 //! - `message`: `Message::from_slice` + `Message::write_line` (what the loop does per request
 //!   and response) against `serde_json::from_slice::<Value>` + `serde_json::to_writer` alone.
 //! - `parse`: classifying one `tools/call` line the loop's way (the top level read without a
@@ -31,7 +32,8 @@ fn main() {
 /// The size of one simulated read.
 const READ: usize = 64 * 1024;
 
-/// About 4 MiB of echo request lines whose text is `TEXT` bytes long, and their number.
+/// About 4 MiB of echo request lines whose text is `TEXT` bytes long (one line if longer), and
+/// their number.
 fn stream<const TEXT: usize>() -> (Vec<u8>, usize) {
     let text = "x".repeat(TEXT);
     let mut data = Vec::new();
@@ -52,7 +54,7 @@ mod lines {
     use super::*;
 
     /// The floor: find every newline, nothing else.
-    #[divan::bench(consts = [100, 100_000])]
+    #[divan::bench(consts = [100, 100_000, 10_000_000])]
     fn memchr_scan<const TEXT: usize>(bencher: Bencher<'_, '_>) {
         let (data, lines) = stream::<TEXT>();
         bencher
@@ -61,7 +63,7 @@ mod lines {
     }
 
     /// Copy into a reused 64 KiB buffer, then scan it: a reader that owns its buffer.
-    #[divan::bench(consts = [100, 100_000])]
+    #[divan::bench(consts = [100, 100_000, 10_000_000])]
     fn copy_and_scan<const TEXT: usize>(bencher: Bencher<'_, '_>) {
         let (data, lines) = stream::<TEXT>();
         let mut buf = vec![0u8; READ];
@@ -78,7 +80,7 @@ mod lines {
     }
 
     /// The loop's line buffer, fed in 64 KiB reads, every line taken.
-    #[divan::bench(consts = [100, 100_000])]
+    #[divan::bench(consts = [100, 100_000, 10_000_000])]
     fn line_buffer<const TEXT: usize>(bencher: Bencher<'_, '_>) {
         let (data, lines) = stream::<TEXT>();
         let mut splitter = LineSplitter::new(64 << 20);

@@ -41,6 +41,10 @@ const PEEK_INTERVAL: Duration = Duration::from_millis(1);
 /// Responses are written once this much has queued up, even mid-burst.
 const FLUSH_AT: usize = 64 * 1024;
 
+/// A result text longer than this is not kept for the next request once sent: it would stay
+/// resident beside the next large message's line and text, a third copy of a large message.
+const KEEP_ANSWER_TEXT: usize = 1 << 20;
+
 /// Flag changes to undo, in reverse order of making them (two endpoints may share one open
 /// file description, so the first guard holds the true original).
 #[derive(Debug, Default)]
@@ -271,11 +275,20 @@ impl Connection {
                 out.extend_from_slice(b",\"result\":");
                 out.extend_from_slice(&self.answer_text);
                 out.extend_from_slice(b"}\n");
+                self.release_large_answer_text();
                 self.flush_if_large();
                 return;
             }
         }
+        self.release_large_answer_text();
         self.enqueue(&Message::Response(response));
+    }
+
+    /// Lets a large result text's memory go once it has been used.
+    fn release_large_answer_text(&mut self) {
+        if self.answer_text.capacity() > KEEP_ANSWER_TEXT {
+            self.answer_text = Vec::new();
+        }
     }
 
     /// The response of a request inside a batch (written by the caller into the batch's
@@ -287,6 +300,7 @@ impl Connection {
                 *result = serde_json::from_slice(&self.answer_text).unwrap_or_default();
             }
         }
+        self.release_large_answer_text();
         response
     }
 
@@ -649,6 +663,33 @@ mod tests {
         assert_eq!(conn.fill().unwrap(), Fill::Bytes(LINE.len()));
         assert!(conn.input_ready(), "the hang-up was forgotten");
         assert_eq!(conn.fill().unwrap(), Fill::Eof);
+    }
+
+    #[test]
+    fn a_large_result_text_is_not_kept_once_sent_and_a_small_one_is() {
+        let (r, _w) = std::io::pipe().unwrap();
+        let (out_r, out_w) = std::io::pipe().unwrap();
+        let mut config = config();
+        config.max_output_bytes = 64 << 20;
+        let mut conn = Connection::new(r.as_fd(), out_w.as_fd(), &config).unwrap();
+        let id = crate::message::RequestId::from(1);
+        let text = conn.answer_text();
+        text.extend_from_slice(b"\"");
+        text.extend(std::iter::repeat_n(b'x', 4 << 20));
+        text.extend_from_slice(b"\"");
+        conn.queue_answer(Response::ok(id.clone(), serde_json::Value::Null));
+        assert!(
+            conn.session.queue.pending() > 2 << 20,
+            "the answer was queued"
+        );
+        assert_eq!(conn.answer_text.capacity(), 0, "a 4 MiB text kept");
+        conn.answer_text().extend_from_slice(b"{}");
+        conn.queue_answer(Response::ok(id, serde_json::Value::Null));
+        assert!(
+            conn.answer_text.capacity() >= 2,
+            "a small text's buffer let go"
+        );
+        drop(out_r);
     }
 
     #[test]

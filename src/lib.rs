@@ -148,6 +148,7 @@ pub mod internals;
 mod json_read;
 mod json_scan;
 mod json_text;
+mod large_blocks;
 mod line_buffer;
 mod mcp;
 mod message;
@@ -178,6 +179,7 @@ pub use client::{
 pub use diagnostics::stderr_line;
 pub use error::{Error, Outcome};
 pub use handler::{Context, Handler};
+pub use large_blocks::LargeBlockAllocator;
 pub use mcp::arguments::Arguments;
 pub use mcp::context::McpContext;
 pub use mcp::logging::LogLevel;

@@ -7,6 +7,13 @@
 /// How much room a read gets at the least; also the size the buffer shrinks back to.
 pub(crate) const MIN_READ: usize = 64 * 1024;
 
+/// The most a long line's buffer is zeroed ahead of the reads that fill it, so also about the
+/// most one read brings: a line's buffer holds little more of the next line when the line ends,
+/// which moves to a small buffer of its own and lets the large one go (else a regular file
+/// would fill a 16 MiB buffer with most of the next message in one read, and the buffer would
+/// stay alive while this one is answered).
+const MAX_STEP: usize = 64 * 1024;
+
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
 /// What [`LineBuffer::next_line`] found.
@@ -65,31 +72,43 @@ impl LineBuffer {
             self.end = 0;
         }
         if self.buf.len() - self.end < MIN_READ {
-            if self.start > 0 && self.buf.len() - pending >= MIN_READ {
+            if self.start > 0 {
                 // Each byte of a line is moved at most once by this: after it, `start` is 0
                 // until that line has been consumed.
                 self.buf.copy_within(self.start..self.end, 0);
                 self.scanned -= self.start;
                 self.end = pending;
                 self.start = 0;
-            } else {
-                let wanted = (self.end + MIN_READ).max(self.buf.len() * 2);
-                // A line is dropped once it exceeds `max_line + 1` bytes (the +1 is a `\r`), so
-                // the buffer never needs to hold more than that plus one read.
-                let cap = self.max_line.saturating_add(2 + BOM.len() + MIN_READ);
-                // A fresh zeroed allocation rather than `resize`: a large one comes from the
-                // kernel as untouched zero pages, so a buffer doubled for a long line costs
-                // memory only as the line arrives, where `resize` would write all of it.
-                self.move_to(vec![0; wanted.min(cap).max(pending + MIN_READ)]);
+            }
+            if self.buf.len() - self.end < MIN_READ {
+                self.grow();
             }
         }
         &mut self.buf[self.end..]
     }
 
+    /// Makes room for the next read of a line longer than the buffer.
+    ///
+    /// The allocation grows by doubling (`realloc`, which moves a large block's pages instead
+    /// of copying them and never touches what is not used), while only the next window is
+    /// zeroed, just before a read fills it: a long line costs its own length in memory, not
+    /// the doubled capacity, and each byte is written once by the zeroing and once by the read.
+    fn grow(&mut self) {
+        // A line is dropped once it exceeds `max_line + 1` bytes (the +1 is a `\r`), so the
+        // buffer never needs to hold more than that plus one read.
+        let cap = self.max_line.saturating_add(2 + BOM.len() + MIN_READ);
+        let step = self.buf.len().clamp(MIN_READ, MAX_STEP);
+        let wanted = (self.end + step).min(cap).max(self.end + MIN_READ);
+        let additional = wanted - self.buf.len();
+        self.buf.reserve(additional);
+        crate::sys::prefault(&mut self.buf.spare_capacity_mut()[..additional]);
+        self.buf.resize(wanted, 0);
+    }
+
     /// Gives the memory of a large line back once it has been taken: called after each line is
     /// handled, so that a long line's buffer is not held while its response is built.
     pub(crate) fn give_back(&mut self) {
-        if self.buf.len() <= 2 * MIN_READ {
+        if self.buf.capacity() <= 2 * MIN_READ {
             return;
         }
         let pending = self.end - self.start;
@@ -98,9 +117,10 @@ impl LineBuffer {
             self.start = 0;
             self.scanned = 0;
             self.end = 0;
-        } else if pending <= MIN_READ {
-            // Only the start of the next line is here: keep it in a small buffer.
-            self.move_to(vec![0; 2 * MIN_READ]);
+        } else if pending <= MAX_STEP + MIN_READ {
+            // Only the start of the next line is here (one read at most): keep it in a small
+            // buffer.
+            self.move_to(vec![0; (pending + MIN_READ).max(2 * MIN_READ)]);
         }
     }
 
@@ -120,9 +140,15 @@ impl LineBuffer {
         self.end += n;
     }
 
-    /// The memory the buffer holds.
+    /// The memory the buffer holds (allocated, touched or not).
     #[cfg(test)]
     pub(crate) fn capacity(&self) -> usize {
+        self.buf.capacity()
+    }
+
+    /// How much of the memory has been written (zeroed or read into).
+    #[cfg(test)]
+    fn initialised(&self) -> usize {
         self.buf.len()
     }
 
@@ -389,6 +415,92 @@ mod tests {
         assert!(lb.capacity() >= big);
         lb.spare();
         assert!(lb.capacity() <= 2 * MIN_READ, "capacity {}", lb.capacity());
+    }
+
+    #[test]
+    fn a_long_line_is_zeroed_only_a_step_ahead_of_the_reads() {
+        // The allocation doubles, but only what the next read gets is written beforehand: a
+        // 10 MB line must not cost the 16 MiB of its capacity in touched memory.
+        let mut lb = LineBuffer::new(64 << 20);
+        let big = 10_000_000;
+        let mut sent = 0;
+        while sent < big {
+            let spare = lb.spare();
+            let n = spare.len().min(MIN_READ).min(big - sent);
+            spare[..n].fill(b'q');
+            lb.commit(n);
+            sent += n;
+            assert_eq!(lb.next_line(), None);
+            assert!(
+                lb.initialised() <= sent + MAX_STEP + MIN_READ,
+                "{} bytes written ahead of {sent}",
+                lb.initialised() - sent
+            );
+        }
+        assert!(lb.capacity() >= big);
+        let spare = lb.spare();
+        spare[0] = b'\n';
+        lb.commit(1);
+        assert!(matches!(lb.next_line(), Some(Line::Complete(l)) if l.len() == big));
+    }
+
+    #[test]
+    fn the_start_of_the_next_line_moves_to_a_small_buffer_after_a_large_line() {
+        let mut lb = LineBuffer::new(64 << 20);
+        let mut input = vec![b'x'; 4 << 20];
+        input.push(b'\n');
+        input.extend_from_slice(b"{\"next\"");
+        let mut rest = &input[..];
+        while !rest.is_empty() {
+            let spare = lb.spare();
+            let n = spare.len().min(rest.len());
+            spare[..n].copy_from_slice(&rest[..n]);
+            lb.commit(n);
+            rest = &rest[n..];
+        }
+        assert!(matches!(lb.next_line(), Some(Line::Complete(l)) if l.len() == 4 << 20));
+        lb.give_back();
+        assert!(lb.capacity() <= 2 * MIN_READ, "capacity {}", lb.capacity());
+        let spare = lb.spare();
+        spare[..3].copy_from_slice(b":1}");
+        lb.commit(3);
+        assert_eq!(lb.finish(), Some(Line::Complete(&b"{\"next\":1}"[..])));
+    }
+
+    #[test]
+    fn a_large_buffer_is_let_go_even_when_a_whole_read_of_the_next_line_follows() {
+        // Reads as large as the room allows (a regular file): the first line's buffer must not
+        // be kept for the next line's first bytes.
+        let mut input = vec![b'x'; 4 << 20];
+        input.push(b'\n');
+        input.extend(vec![b'y'; 4 << 20]);
+        input.push(b'\n');
+        let mut lb = LineBuffer::new(64 << 20);
+        let mut rest = &input[..];
+        let mut lines = 0;
+        while !rest.is_empty() {
+            let spare = lb.spare();
+            assert!(
+                spare.len() <= MAX_STEP + MIN_READ,
+                "a read of {} bytes",
+                spare.len()
+            );
+            let n = spare.len().min(rest.len());
+            spare[..n].copy_from_slice(&rest[..n]);
+            lb.commit(n);
+            rest = &rest[n..];
+            if let Some(Line::Complete(line)) = lb.next_line() {
+                assert_eq!(line.len(), 4 << 20);
+                lines += 1;
+                lb.give_back();
+                assert!(
+                    lb.capacity() <= MAX_STEP + 2 * MIN_READ,
+                    "capacity {}",
+                    lb.capacity()
+                );
+            }
+        }
+        assert_eq!(lines, 2);
     }
 
     #[test]

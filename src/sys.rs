@@ -11,6 +11,11 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Mutex;
 
+// The large-block allocator's calls to the kernel, and the line buffer's prefault: a file of
+// their own within this module (the same `allow(unsafe_code)`), to keep this one short.
+mod large_alloc;
+pub(crate) use large_alloc::prefault;
+
 /// Turns a libc `-1` return into the current `errno` as an `io::Error`.
 fn cvt<T: PartialEq + From<i8>>(ret: T) -> io::Result<T> {
     if ret == T::from(-1) {

@@ -4,8 +4,17 @@ use std::io;
 
 use crate::message::Message;
 
-/// Output written so far shrinks back to this after a large burst.
+/// A buffer that grew past this for a burst is shrunk back to it once written: a burst that
+/// the peer reads slowly is likely to come again.
 const KEEP_CAPACITY: usize = 1 << 20;
+
+/// A buffer that grew past this (a large message) is shrunk to [`SHRUNK_CAPACITY`] instead, so
+/// that the next large message's request and text are not joined by megabytes of idle output
+/// buffer, and the large block is free for them to reuse.
+const LARGE_CAPACITY: usize = 4 << 20;
+
+/// What a buffer grown for a large message shrinks to.
+const SHRUNK_CAPACITY: usize = 64 * 1024;
 
 /// A byte queue that accepts whole messages and hands them to a non-blocking writer.
 #[derive(Debug)]
@@ -76,7 +85,9 @@ impl WriteQueue {
         }
         self.buf.clear();
         self.pos = 0;
-        if self.buf.capacity() > KEEP_CAPACITY {
+        if self.buf.capacity() > LARGE_CAPACITY {
+            self.buf.shrink_to(SHRUNK_CAPACITY);
+        } else if self.buf.capacity() > KEEP_CAPACITY {
             self.buf.shrink_to(KEEP_CAPACITY);
         }
         Ok(true)
@@ -145,6 +156,23 @@ mod tests {
             })
             .unwrap());
         assert_eq!(calls, 1);
+    }
+
+    #[test]
+    fn a_burst_keeps_a_megabyte_and_a_large_message_a_small_buffer_once_written() {
+        let mut q = WriteQueue::new(64 << 20);
+        q.push_bytes(&vec![b'x'; 2_000_000]);
+        q.push_bytes(b"\n");
+        assert!(q.write_to(|b| Ok(b.len())).unwrap());
+        assert_eq!(q.buf.capacity(), KEEP_CAPACITY);
+        q.push_bytes(&vec![b'x'; 10_000_000]);
+        q.push_bytes(b"\n");
+        assert!(q.write_to(|b| Ok(b.len())).unwrap());
+        assert!(
+            q.buf.capacity() <= SHRUNK_CAPACITY,
+            "capacity {}",
+            q.buf.capacity()
+        );
     }
 
     #[test]

@@ -35,6 +35,12 @@ options:
 
 `mcpipe <command> --help` shows a command's options.";
 
+/// Large messages (a 10 MB text echoed) reuse memory already resident instead of piling up in
+/// glibc's heap (peak RSS 5.7 times the message; 2.4 with this) or being faulted in afresh a
+/// page at a time (see `mcpipe::LargeBlockAllocator`). A program's choice, not the library's.
+#[global_allocator]
+static ALLOCATOR: mcpipe::LargeBlockAllocator = mcpipe::LargeBlockAllocator::new();
+
 /// The exit status of a usage error, as for most Unix commands.
 const USAGE_ERROR: u8 = 2;
 
