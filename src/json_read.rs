@@ -284,8 +284,8 @@ impl<'a> Reader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::json_text::any_value;
     use proptest::prelude::*;
-    use serde_json::json;
     use std::collections::BTreeMap;
 
     /// What serde_json makes of `text` as the top level's members (`None` where it fails).
@@ -363,24 +363,6 @@ mod tests {
         assert!(ours(&deep(MAX_DEPTH - 2)).is_some());
         check(&deep(MAX_DEPTH - 2));
         assert!(ours(&deep(MAX_DEPTH)).is_none());
-    }
-
-    fn any_value() -> impl Strategy<Value = Value> {
-        let leaf = prop_oneof![
-            Just(Value::Null),
-            any::<bool>().prop_map(Value::Bool),
-            any::<i64>().prop_map(|n| json!(n)),
-            any::<u64>().prop_map(|n| json!(n)),
-            any::<f64>().prop_map(|f| json!(f)),
-            any::<String>().prop_map(Value::String),
-        ];
-        leaf.prop_recursive(4, 48, 6, |inner| {
-            prop_oneof![
-                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
-                prop::collection::btree_map(any::<String>(), inner, 0..6)
-                    .prop_map(|m| Value::Object(m.into_iter().collect())),
-            ]
-        })
     }
 
     proptest! {

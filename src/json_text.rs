@@ -168,6 +168,29 @@ pub(crate) fn write_value(out: &mut Vec<u8>, value: &Value) {
     }
 }
 
+/// Arbitrary JSON values for the property tests of the crate's JSON reader and writer.
+#[cfg(test)]
+pub(crate) fn any_value() -> impl proptest::strategy::Strategy<Value = serde_json::Value> {
+    use proptest::prelude::*;
+    use serde_json::{json, Value};
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(|n| json!(n)),
+        any::<u64>().prop_map(|n| json!(n)),
+        any::<f64>().prop_map(|f| json!(f)),
+        any::<String>().prop_map(Value::String),
+        "[\\x00-\\x7f]{0,24}".prop_map(Value::String),
+    ];
+    leaf.prop_recursive(4, 48, 6, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+            prop::collection::btree_map(any::<String>(), inner, 0..6)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -232,25 +255,6 @@ mod tests {
         for value in values {
             assert_eq!(ours(&value), serde_json::to_vec(&value).unwrap(), "{value}");
         }
-    }
-
-    fn any_value() -> impl Strategy<Value = Value> {
-        let leaf = prop_oneof![
-            Just(Value::Null),
-            any::<bool>().prop_map(Value::Bool),
-            any::<i64>().prop_map(|n| json!(n)),
-            any::<u64>().prop_map(|n| json!(n)),
-            any::<f64>().prop_map(|f| json!(f)),
-            any::<String>().prop_map(Value::String),
-            "[\\x00-\\x7f]{0,24}".prop_map(Value::String),
-        ];
-        leaf.prop_recursive(4, 48, 6, |inner| {
-            prop_oneof![
-                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
-                prop::collection::btree_map(any::<String>(), inner, 0..6)
-                    .prop_map(|m| Value::Object(m.into_iter().collect())),
-            ]
-        })
     }
 
     proptest! {
