@@ -166,11 +166,11 @@ pub fn classify_relayed(line: &[u8]) -> Classified {
     }
 }
 
-/// The top-level members (name, value text) of a JSON object as the relay's quick scan finds
+/// The top-level members (name, value text) of a JSON object as the relay's value-less reading finds
 /// them, or `None` where it leaves the text to serde_json. Whatever it accepts, serde_json
 /// must accept alike (the `message` fuzz target checks it).
 pub fn scan_members(line: &[u8]) -> Option<Vec<(String, String)>> {
-    let members = crate::json_scan::object_members(line)?;
+    let members = crate::json_read::top_level_spans(line)?;
     Some(
         members
             .iter()

@@ -3,6 +3,9 @@
 //! a small request's instructions). It declines (`None`) whatever it does not read exactly as
 //! serde_json does: the caller then asks serde_json, which decides and words every error. The
 //! `message` fuzz target checks the result against the `Value` path.
+//!
+//! A relay that only routes what it forwards (`mcpipe wrap`) reads a line with the same
+//! grammar but builds nothing: [`top_level_spans`] gives each member's value as text.
 
 use serde_json::{Map, Value};
 
@@ -30,6 +33,46 @@ pub(crate) fn top_level_members<'a>(
     text: &'a str,
     mut member: impl FnMut(&'a str, Value),
 ) -> Option<()> {
+    each_top_level_member(text, |name, reader| {
+        member(name, reader.value()?);
+        Some(())
+    })
+}
+
+/// The top level of an object, its values checked but not built, for a relay that only
+/// routes what it forwards: each member's name and the text of its value. `None` where
+/// [`top_level_members`] would decline (serde_json then decides), and for objects of more
+/// than [`MAX_MEMBERS`] members.
+pub(crate) fn top_level_spans(bytes: &[u8]) -> Option<Members<'_>> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    let empty = Member {
+        name: "",
+        value: "",
+    };
+    let mut members = Members {
+        found: [empty; MAX_MEMBERS],
+        len: 0,
+    };
+    each_top_level_member(text, |name, reader| {
+        reader.skip_space();
+        let start = reader.pos;
+        reader.skip_value()?;
+        *members.found.get_mut(members.len)? = Member {
+            name,
+            value: text.get(start..reader.pos)?,
+        };
+        members.len += 1;
+        Some(())
+    })?;
+    Some(members)
+}
+
+/// The walk both readings share: the object that is the whole of `text`, each member's name
+/// (without escapes) handed to `member` with the reader at its value.
+fn each_top_level_member<'a>(
+    text: &'a str,
+    mut member: impl FnMut(&'a str, &mut Reader<'a>) -> Option<()>,
+) -> Option<()> {
     let mut reader = Reader {
         text,
         pos: 0,
@@ -43,8 +86,7 @@ pub(crate) fn top_level_members<'a>(
             reader.expect(b'"')?;
             let name = reader.plain_str()?;
             reader.expect(b':')?;
-            let value = reader.value()?;
-            member(name, value);
+            member(name, &mut reader)?;
             if !reader.comma_or(b'}')? {
                 break;
             }
@@ -52,6 +94,44 @@ pub(crate) fn top_level_members<'a>(
     }
     reader.skip_space();
     (reader.pos == text.len()).then_some(())
+}
+
+/// Objects of more members than this are left to serde_json by [`top_level_spans`].
+pub(crate) const MAX_MEMBERS: usize = 8;
+
+/// One top-level member: its name (it had no escapes) and its value's text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Member<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) value: &'a str,
+}
+
+/// The members of an object, in order (duplicates included).
+#[derive(Debug)]
+pub(crate) struct Members<'a> {
+    found: [Member<'a>; MAX_MEMBERS],
+    len: usize,
+}
+
+impl<'a> Members<'a> {
+    pub(crate) fn iter(&self) -> std::slice::Iter<'_, Member<'a>> {
+        self.found[..self.len].iter()
+    }
+
+    /// The value of the last member of that name (JSON's usual reading of duplicates).
+    pub(crate) fn get(&self, name: &str) -> Option<&'a str> {
+        self.iter().rev().find(|m| m.name == name).map(|m| m.value)
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+}
+
+/// The contents of a string value written without escapes (`"abc"` gives `abc`).
+pub(crate) fn plain_string(value: &str) -> Option<&str> {
+    let inner = value.strip_prefix('"')?.strip_suffix('"')?;
+    (!inner.contains('\\')).then_some(inner)
 }
 
 impl<'a> Reader<'a> {
@@ -213,6 +293,92 @@ impl<'a> Reader<'a> {
         Some(value)
     }
 
+    /// The rest of a string (its opening quote consumed), checked as [`Reader::string`]
+    /// reads it, nothing built.
+    fn skip_string(&mut self) -> Option<()> {
+        loop {
+            self.pos += clean_len(&self.bytes()[self.pos..]);
+            let byte = *self.bytes().get(self.pos)?;
+            self.pos += 1;
+            match byte {
+                b'"' => return Some(()),
+                b'\\' => {
+                    let escape = *self.bytes().get(self.pos)?;
+                    self.pos += 1;
+                    match escape {
+                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => {}
+                        b'u' => {
+                            self.unicode_escape()?;
+                        }
+                        _ => return None,
+                    }
+                }
+                _ => return None, // A control character: serde_json refuses it.
+            }
+        }
+    }
+
+    /// One value checked as [`Reader::value`] reads it, nothing built (but a number other
+    /// than a plain integer, which serde_json judges).
+    fn skip_value(&mut self) -> Option<()> {
+        self.skip_space();
+        let byte = *self.bytes().get(self.pos)?;
+        match byte {
+            b'"' => {
+                self.pos += 1;
+                self.skip_string()
+            }
+            b'{' | b'[' => {
+                if self.depth >= MAX_DEPTH {
+                    return None;
+                }
+                self.pos += 1;
+                self.depth += 1;
+                let (close, keyed) = if byte == b'{' {
+                    (b'}', true)
+                } else {
+                    (b']', false)
+                };
+                if self.next_is(close) {
+                    self.pos += 1;
+                } else {
+                    let mut first = true;
+                    loop {
+                        if keyed {
+                            self.expect(b'"')?;
+                            if first {
+                                // As `object` reads it: not the raw-value token (a name with
+                                // escapes decoded to tell).
+                                let token = match self.plain_str() {
+                                    Some(name) => name == RAW_VALUE_TOKEN,
+                                    None => self.string()? == RAW_VALUE_TOKEN,
+                                };
+                                if token {
+                                    return None;
+                                }
+                            } else {
+                                self.skip_string()?;
+                            }
+                            self.expect(b':')?;
+                        }
+                        first = false;
+                        self.skip_value()?;
+                        if !self.comma_or(close)? {
+                            break;
+                        }
+                    }
+                }
+                self.depth -= 1;
+                Some(())
+            }
+            b't' => self.literal(b"true", Value::Null).map(drop),
+            b'f' => self.literal(b"false", Value::Null).map(drop),
+            b'n' => self.literal(b"null", Value::Null).map(drop),
+            b'-' | b'0'..=b'9' => self.number().map(drop),
+            _ => None,
+        }
+    }
+
     fn value(&mut self) -> Option<Value> {
         self.skip_space();
         let byte = *self.bytes().get(self.pos)?;
@@ -301,11 +467,62 @@ mod tests {
         Some(members)
     }
 
-    /// Where we read, serde_json reads the same; where we decline, so may it.
+    /// The members [`top_level_spans`] finds, their values parsed by serde_json, the last of
+    /// a name kept.
+    fn spans(text: &str) -> Option<BTreeMap<&str, Value>> {
+        let found = top_level_spans(text.as_bytes())?;
+        let parsed = found.iter().map(|m| {
+            let value = serde_json::from_str(m.value);
+            (
+                m.name,
+                value.unwrap_or_else(|e| panic!("{:?} is not JSON: {e}", m.value)),
+            )
+        });
+        Some(parsed.collect())
+    }
+
+    /// Where we read, serde_json reads the same; where we decline, so may it. The spans are
+    /// taken exactly where the values are read (up to their member limit).
     fn check(text: &str) {
-        if let Some(members) = ours(text) {
-            assert_eq!(Some(members), by_serde(text), "{text:?}");
+        let read = ours(text);
+        if let Some(members) = &read {
+            assert_eq!(Some(members), by_serde(text).as_ref(), "{text:?}");
         }
+        let mut count = 0;
+        let _ = top_level_members(text, |_, _| count += 1);
+        match (&read, spans(text)) {
+            (Some(read), Some(scanned)) => assert_eq!(read, &scanned, "spans of {text:?}"),
+            (None, Some(_)) => panic!("spans read what the reader declines: {text:?}"),
+            (Some(_), None) => assert!(count > MAX_MEMBERS, "spans declined {text:?}"),
+            (None, None) => {}
+        }
+    }
+
+    #[test]
+    fn spans_are_each_member_s_text_as_it_came() {
+        let text = r#" { "a" : [1, {"b":"c\"}"}] ,"n":-0.5e1, "t":true,"f":false,"z":null,"s":"é\n\u00e9"} "#;
+        let found = top_level_spans(text.as_bytes()).unwrap();
+        let got: Vec<(&str, &str)> = found.iter().map(|m| (m.name, m.value)).collect();
+        assert_eq!(
+            got,
+            [
+                ("a", r#"[1, {"b":"c\"}"}]"#),
+                ("n", "-0.5e1"),
+                ("t", "true"),
+                ("f", "false"),
+                ("z", "null"),
+                ("s", r#""é\n\u00e9""#),
+            ]
+        );
+        let twice = top_level_spans(br#"{"a":1,"a":2}"#).unwrap();
+        assert_eq!((twice.len(), twice.get("a")), (2, Some("2")));
+        assert_eq!(plain_string(r#""tools/call""#), Some("tools/call"));
+        assert_eq!(plain_string(r#""a\/b""#), None);
+        let many = r#"{"1":1,"2":2,"3":3,"4":4,"5":5,"6":6,"7":7,"8":8,"9":9}"#;
+        assert!(ours(many).is_some() && top_level_spans(many.as_bytes()).is_none());
+        let control = format!("{{\"a\":\"{}\u{1}\"}}", "x".repeat(37));
+        assert!(top_level_spans(control.as_bytes()).is_none());
+        assert!(top_level_spans(b"{\"a\":\"\xff\"}").is_none());
     }
 
     #[test]

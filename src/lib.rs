@@ -146,7 +146,6 @@ mod id_map;
 #[cfg(feature = "internals")]
 pub mod internals;
 mod json_read;
-mod json_scan;
 mod json_text;
 mod large_blocks;
 mod line_buffer;

@@ -1,9 +1,9 @@
 //! Lines read for a relay (`mcpipe wrap`), which forwards each line as it came: the envelope
 //! is read as [`parse_line`] reads it (to the same outcome), but the params of a request or a
-//! notification are only checked as JSON text ([`json_scan`]), not built into a `Value`,
-//! unless the relay (or the loop, for cancellations) needs them.
+//! notification are only checked as JSON text ([`json_read::top_level_spans`]), not built
+//! into a `Value`, unless the relay (or the loop, for cancellations) needs them.
 
-use crate::json_scan;
+use crate::json_read;
 use crate::message::{parse_line, Message, Notification, Parsed, Request, RequestId};
 
 /// Parses one line for a relay. A request or notification whose method `needs_params` refuses
@@ -15,9 +15,9 @@ pub(crate) fn parse_relayed(bytes: &[u8], needs_params: impl Fn(&str) -> bool) -
 
 fn lazily(bytes: &[u8], needs_params: impl Fn(&str) -> bool) -> Option<Parsed> {
     // Anything but the four members of a request or notification, each once and plainly
-    // written, and anything the scan leaves to serde_json: the full path decides (and words
+    // written, and anything the reader declines: the full path decides (and words
     // the errors).
-    let members = json_scan::object_members(bytes)?;
+    let members = json_read::top_level_spans(bytes)?;
     let [mut jsonrpc, mut id, mut method, mut params] = [None; 4];
     for member in members.iter() {
         let slot = match member.name {
@@ -34,7 +34,7 @@ fn lazily(bytes: &[u8], needs_params: impl Fn(&str) -> bool) -> Option<Parsed> {
     if jsonrpc? != "\"2.0\"" {
         return None;
     }
-    let method = json_scan::plain_string(method?)?;
+    let method = json_read::plain_string(method?)?;
     if needs_params(method) {
         return None;
     }
@@ -59,7 +59,7 @@ fn lazily(bytes: &[u8], needs_params: impl Fn(&str) -> bool) -> Option<Parsed> {
 /// An id written as a string without escapes or as an integer that fits an `i64` (as
 /// serde_json reads it); `None` for anything else, which the full path judges.
 pub(crate) fn plain_id(text: &str) -> Option<RequestId> {
-    if let Some(s) = json_scan::plain_string(text) {
+    if let Some(s) = json_read::plain_string(text) {
         return Some(RequestId::from(s));
     }
     let digits = text.strip_prefix('-').unwrap_or(text);

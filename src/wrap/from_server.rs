@@ -12,7 +12,7 @@ use serde_json::Value;
 use super::shared::{Shared, LISTS, OWN_ID_PREFIX, RELIST_PREFIX, REPLAY_PREFIX};
 use crate::diagnostics;
 use crate::handler::Context;
-use crate::json_scan;
+use crate::json_read;
 use crate::line_buffer::{Line, LineBuffer};
 use crate::message::{Message, RequestId, Response};
 use crate::readiness::{Fill, Input};
@@ -144,7 +144,7 @@ fn route(shared: &Shared, cx: &mut Context<'_>, line: &[u8]) {
 /// only as far as routing needs: its id, and its result as the text it came as. Anything else
 /// (an error, a request, escapes in a key, ...) is `None` and takes the full parse.
 fn plain_result(line: &[u8]) -> Option<(RequestId, &str)> {
-    let fields = json_scan::object_members(line)?;
+    let fields = json_read::top_level_spans(line)?;
     // Three members, each once (a duplicate makes four).
     if fields.len() != 3 || fields.get("jsonrpc")? != "\"2.0\"" {
         return None;
