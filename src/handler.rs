@@ -70,9 +70,10 @@ pub trait Handler {
         let _ = (request, cx);
     }
 
-    /// Runs when the loop has handled every message its input held, before it reads more or
-    /// sleeps: a handler that gathers output of its own (a relay's lines for its upstream)
-    /// sends it now, in one write rather than one per message.
+    /// Runs after each pass of messages the loop handled (every complete line it held, or as
+    /// many as its output and in-flight bounds let it start), before it reads more or sleeps:
+    /// a handler that gathers output of its own (a relay's lines for its upstream) sends it
+    /// now, in one write rather than one per message.
     fn on_caught_up(&mut self, cx: &mut Context<'_>) {
         let _ = cx;
     }
