@@ -140,6 +140,16 @@ impl LineBuffer {
         self.end += n;
     }
 
+    /// How many bytes were read but not yet taken as lines.
+    pub(crate) fn pending(&self) -> usize {
+        self.end - self.start
+    }
+
+    /// The last `n` bytes read, or fewer when lines were taken from among them.
+    pub(crate) fn recent(&self, n: usize) -> &[u8] {
+        &self.buf[self.end.saturating_sub(n).max(self.start)..self.end]
+    }
+
     /// The memory the buffer holds (allocated, touched or not).
     #[cfg(test)]
     pub(crate) fn capacity(&self) -> usize {

@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::cancel_spotter::CancelSpotter;
 use crate::diagnostics::{excerpt, Diagnostics};
 use crate::error::Error;
 use crate::id_map::{IdMap, IdSet};
@@ -118,6 +119,8 @@ pub(crate) struct Session {
     pub(crate) relay_lines: Option<fn(&str) -> bool>,
     /// The line of the message handed out last, when kept.
     raw_line: Option<Vec<u8>>,
+    /// Whether the input not yet parsed may hold a cancellation (then it is read ahead).
+    spotter: CancelSpotter,
 }
 
 /// A message read ahead: the parsed line, its length, and the line itself when kept.
@@ -160,6 +163,7 @@ impl Session {
             max_message_bytes: limits.max_message_bytes,
             relay_lines: None,
             raw_line: None,
+            spotter: CancelSpotter::default(),
         }
     }
 
@@ -172,6 +176,21 @@ impl Session {
     pub(crate) fn received(&mut self, n: usize) {
         self.lines.commit(n);
         self.stats.bytes_in += n as u64;
+        if let Some(method) = &self.cancel_method {
+            self.spotter.follow(method, self.stats.bytes_in);
+            let recent = self.lines.recent(n + self.spotter.overlap());
+            self.spotter.look(recent, self.stats.bytes_in);
+        }
+    }
+
+    /// Whether the input not yet parsed may hold a cancellation (see [`CancelSpotter`]).
+    fn cancel_may_be_buffered(&mut self) -> bool {
+        let Some(method) = &self.cancel_method else {
+            return false;
+        };
+        let end = self.stats.bytes_in;
+        self.spotter.follow(method, end);
+        self.spotter.may_hold(end - self.lines.pending() as u64)
     }
 
     /// Queues a message for the peer (the shell writes the queue).
@@ -362,9 +381,11 @@ impl Session {
 
     /// Parses every complete line already in the line buffer into the read-ahead queue (no
     /// syscall), so that cancellations among them take effect before the requests they name
-    /// start. Does nothing unless cancellation is on.
+    /// start, and responses a handler waits for are seen. Does nothing unless a cancellation
+    /// may be among them (cancellation on, and [`CancelSpotter`] says so) or we wait for a
+    /// response.
     pub(crate) fn read_ahead_buffered(&mut self) {
-        if self.cancel_method.is_none() && self.outbound.is_empty() {
+        if self.outbound.is_empty() && self.awaiting.is_none() && !self.cancel_may_be_buffered() {
             return;
         }
         while !self.read_ahead_full() {

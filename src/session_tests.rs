@@ -129,9 +129,14 @@ fn read_ahead_stops_at_its_byte_limit_and_resumes_when_drained() {
     let mut s = Session::new(&limits, Arc::new(AtomicI64::new(1)));
     s.cancel_method = Some("cancel".to_owned());
     let line = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"a\",\"params\":{}}\n";
-    for _ in 0..10 {
+    for _ in 0..9 {
         feed(&mut s, line);
     }
+    // A cancellation at the end makes reading ahead worth it.
+    feed(
+        &mut s,
+        b"{\"jsonrpc\":\"2.0\",\"method\":\"cancel\",\"params\":{\"requestId\":9}}\n",
+    );
     s.read_ahead_buffered();
     // Two lines of 48 bytes stay under 100; the third reaches it, and parsing stops there.
     assert_eq!(s.deferred.len(), 3);
@@ -242,4 +247,56 @@ fn a_panicking_handler_with_a_taken_responder_is_answered_once() {
     });
     assert_eq!(written(&mut s), "");
     assert_eq!(s.stats.handler_panics, 1);
+}
+
+#[test]
+fn lines_are_read_ahead_only_when_a_cancellation_may_be_among_them() {
+    let mut s = session();
+    let line = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"a\",\"params\":{}}\n";
+    // The first read is looked at as a whole once the method is known: read ahead.
+    feed(&mut s, line);
+    s.read_ahead_buffered();
+    assert_eq!(s.deferred.len(), 1);
+    s.next_parsed().unwrap();
+    // Reads without the cancel method or an escape: each line parsed when its turn comes.
+    feed(&mut s, line);
+    feed(&mut s, line);
+    s.read_ahead_buffered();
+    assert!(s.deferred.is_empty());
+    // A read with the method: everything buffered is read ahead, and the cancellation of a
+    // queued request drops it.
+    feed(
+        &mut s,
+        b"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"a\"}\n{\"jsonrpc\":\"2.0\",\"method\":\"cancel\",\"params\":{\"requestId\":2}}\n",
+    );
+    s.read_ahead_buffered();
+    assert_eq!(ids(&s), ["1", "1", "2"]);
+    assert!(s.cancelled_queued.contains(&RequestId::from(2)));
+    // Written with an escape, it is found as well.
+    feed(
+        &mut s,
+        b"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"a\"}\n{\"jsonrpc\":\"2.0\",\"method\":\"\\u0063ancel\",\"params\":{\"requestId\":3}}\n",
+    );
+    s.read_ahead_buffered();
+    assert_eq!(ids(&s), ["1", "1", "2", "3"]);
+    assert!(s.cancelled_queued.contains(&RequestId::from(3)));
+}
+
+#[test]
+fn an_awaited_response_is_read_ahead_with_no_cancellation_in_sight() {
+    let mut s = session();
+    feed(
+        &mut s,
+        b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n",
+    );
+    assert!(s.next_parsed().is_some());
+    s.awaiting = Some(RequestId::from(7));
+    feed(
+        &mut s,
+        b"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}\n\
+          {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n",
+    );
+    s.read_ahead_buffered();
+    assert_eq!(ids(&s), ["2"]);
+    assert_eq!(s.arrived.as_ref().unwrap().id, Some(RequestId::from(7)));
 }
