@@ -403,6 +403,11 @@ impl Connection {
         !self.output_readiness.writable && self.session.queue.pending() > bytes
     }
 
+    /// Whether the last write left room in the output (no `EAGAIN` since).
+    pub(crate) fn output_writable(&self) -> bool {
+        self.output_readiness.writable
+    }
+
     /// Output bytes not yet written.
     pub(crate) fn output_pending(&self) -> usize {
         self.session.queue.pending()

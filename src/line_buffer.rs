@@ -140,6 +140,25 @@ impl LineBuffer {
         self.end += n;
     }
 
+    /// The length of the next line if it is complete (its newline has arrived), without taking
+    /// it; blank lines count as lines here. `None` while the next line is still arriving.
+    pub(crate) fn next_complete_len(&mut self) -> Option<usize> {
+        if self.discarding {
+            return None;
+        }
+        match memchr::memchr(b'\n', &self.buf[self.scanned..self.end]) {
+            Some(offset) => {
+                // Still no newline in `start..scanned`: it is at `scanned`.
+                self.scanned += offset;
+                Some(self.scanned - self.start)
+            }
+            None => {
+                self.scanned = self.end;
+                None
+            }
+        }
+    }
+
     /// How many bytes were read but not yet taken as lines.
     pub(crate) fn pending(&self) -> usize {
         self.end - self.start
@@ -319,6 +338,26 @@ mod tests {
             Line::Complete(l) => Ok(l.to_vec()),
             Line::Oversize => Err(()),
         }
+    }
+
+    #[test]
+    fn the_next_complete_line_is_measured_without_being_taken() {
+        let mut lines = LineBuffer::new(1 << 20);
+        let feed = |lines: &mut LineBuffer, bytes: &[u8]| {
+            lines.spare()[..bytes.len()].copy_from_slice(bytes);
+            lines.commit(bytes.len());
+        };
+        feed(&mut lines, b"abc");
+        assert_eq!(lines.next_complete_len(), None);
+        feed(&mut lines, b"de\n\nxyz\n");
+        assert_eq!(lines.next_complete_len(), Some(5));
+        assert_eq!(lines.next_complete_len(), Some(5));
+        assert_eq!(lines.next_line(), Some(Line::Complete(&b"abcde"[..])));
+        // A blank line counts (it is skipped when taken).
+        assert_eq!(lines.next_complete_len(), Some(0));
+        assert_eq!(lines.next_line(), Some(Line::Complete(&b"xyz"[..])));
+        assert_eq!(lines.next_complete_len(), None);
+        assert_eq!(lines.pending(), 0);
     }
 
     #[test]

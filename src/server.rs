@@ -24,6 +24,15 @@ const LAG_BYTES: usize = 1 << 20;
 /// The longest the loop waits, once per read, for a lagging peer to read.
 const LAG_WAIT: Duration = Duration::from_millis(1);
 
+/// A line longer than this waits, unparsed, while more than this of answers wait to be
+/// written: parsing it then would hold three large copies at once (the answers, the line, and
+/// what is parsed from it); once the peer has read the answers, two.
+const HOLD_BYTES: usize = 256 << 10;
+
+/// The longest such a line waits (a peer that writes everything before it reads anything is
+/// slowed down by this per large message, never deadlocked).
+const HOLD_WAIT: Duration = Duration::from_millis(20);
+
 /// After cancelling the work still in flight at shutdown, how long it gets to answer before
 /// the loop answers for it (with an error) and ends. Keeps a signal's exit within a second.
 const CANCEL_GRACE: Duration = Duration::from_millis(500);
@@ -235,6 +244,8 @@ impl Server {
     fn run(&self, conn: &mut Connection, handler: &mut dyn Handler) -> Result<Outcome, Error> {
         let parent = self.orphan_check.map(|_| sys::parent_pid());
         let mut idle_fired = false;
+        // Until when the large line waiting now may wait (`HOLD_WAIT`).
+        let mut hold_until: Option<Instant> = None;
         conn.session.cancel_method = handler.cancel_method().map(str::to_owned);
         conn.session.relay_lines = self.relay_lines;
         loop {
@@ -257,6 +268,7 @@ impl Server {
             let mut stopped_by_backpressure = false;
             let mut saturated = false;
             let mut handled = false;
+            let mut held = false;
             let mut burst = 0usize;
             loop {
                 if conn.output_full() {
@@ -267,6 +279,14 @@ impl Server {
                     saturated = true;
                     break;
                 }
+                if conn.output_pending() > HOLD_BYTES && conn.session.large_line_next(HOLD_BYTES) {
+                    let now = Instant::now();
+                    if now < *hold_until.get_or_insert(now + HOLD_WAIT) {
+                        held = true;
+                        break;
+                    }
+                }
+                hold_until = None;
                 // With cancellation on, everything already buffered is parsed first, so that a
                 // cancellation arriving in the same read as its request drops the request.
                 conn.session.read_ahead_buffered();
@@ -299,6 +319,18 @@ impl Server {
                 }
             }
             conn.flush_retry();
+            if held && !conn.session.peer_gone && conn.session.signal.is_none() {
+                // A large line waits for the answers before it to be read (bounded by
+                // `HOLD_WAIT`; input is not read meanwhile, or the next large line would pile
+                // up too). Any event ends the wait; the hold is looked at again at once.
+                if conn.output_pending() > HOLD_BYTES && !conn.output_writable() {
+                    let left = hold_until.map_or(Duration::ZERO, |until| {
+                        until.saturating_duration_since(Instant::now())
+                    });
+                    conn.wait(Some(left))?;
+                }
+                continue;
+            }
             // A signal noticed while a handler waited is acted on at the top, never slept on.
             if conn.session.peer_gone
                 || conn.session.signal.is_some()
@@ -354,7 +386,8 @@ impl Server {
             // sleep until an answer frees a slot (the waker) or more input comes. Polling in any
             // other state could sleep while a request waits — the buffered-reader hang this
             // crate exists to prevent.
-            // (The only other wait in this loop is the bounded pacing pause above.)
+            // (The only other waits in this loop are the bounded pacing pause and the bounded
+            // hold of a large line above.)
             let idle_deadline = match self.idle_timeout {
                 Some(timeout) if !idle_fired => Some(conn.last_input + timeout),
                 _ => None,

@@ -373,6 +373,13 @@ impl Session {
         self.raw_line.take()
     }
 
+    /// Whether the next message is a line of more than `bytes` waiting, complete, in the line
+    /// buffer (not one read ahead): the loop holds such a line while a large answer is being
+    /// written.
+    pub(crate) fn large_line_next(&mut self, bytes: usize) -> bool {
+        self.deferred.is_empty() && self.lines.next_complete_len().is_some_and(|n| n > bytes)
+    }
+
     /// Whether the read-ahead queue holds its limit: no more input is taken until it drains.
     pub(crate) fn read_ahead_full(&self) -> bool {
         self.deferred_bytes >= self.max_read_ahead_bytes

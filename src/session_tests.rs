@@ -300,3 +300,27 @@ fn an_awaited_response_is_read_ahead_with_no_cancellation_in_sight() {
     assert_eq!(ids(&s), ["2"]);
     assert_eq!(s.arrived.as_ref().unwrap().id, Some(RequestId::from(7)));
 }
+
+#[test]
+fn a_large_line_is_seen_waiting_only_when_complete_and_next() {
+    let mut s = session();
+    // A small request, read ahead (the first read is looked at as a whole).
+    feed(&mut s, b"{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"a\"}\n");
+    s.read_ahead_buffered();
+    assert_eq!(ids(&s), ["0"]);
+    let big = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"a\",\"params\":{{\"t\":\"{}\"}}}}",
+        "x".repeat(2000)
+    );
+    feed(&mut s, &big.as_bytes()[..1000]);
+    assert!(!s.large_line_next(100));
+    feed(&mut s, &big.as_bytes()[1000..]);
+    feed(&mut s, b"\n");
+    // Complete, but the read-ahead request comes first.
+    assert!(!s.large_line_next(100));
+    assert!(s.next_parsed().is_some());
+    assert!(s.large_line_next(100));
+    assert!(!s.large_line_next(big.len()));
+    assert!(s.next_parsed().is_some());
+    assert!(!s.large_line_next(100));
+}

@@ -13,6 +13,10 @@ const KEEP_CAPACITY: usize = 1 << 20;
 /// buffer, and the large block is free for them to reuse.
 const LARGE_CAPACITY: usize = 4 << 20;
 
+/// A buffer grown for a large message with no more than this left to write moves what is left
+/// to a buffer of its own size (see `compact`).
+const RELEASE_BELOW: usize = 256 << 10;
+
 /// What a buffer grown for a large message shrinks to.
 const SHRUNK_CAPACITY: usize = 64 * 1024;
 
@@ -93,9 +97,18 @@ impl WriteQueue {
         Ok(true)
     }
 
-    /// Drops written bytes from the front once they are the larger part of the buffer.
+    /// Drops written bytes from the front once they are the larger part of the buffer. A large
+    /// buffer (a large message) almost all written gives its memory back: what is left moves
+    /// to a buffer of its own size, so that the written megabytes are not resident beside the
+    /// next message.
     fn compact(&mut self) {
-        if self.pos > KEEP_CAPACITY && self.pos * 2 > self.buf.len() {
+        let pending = self.pending();
+        if self.buf.capacity() > LARGE_CAPACITY && pending <= RELEASE_BELOW {
+            let mut rest = Vec::with_capacity(pending.max(SHRUNK_CAPACITY));
+            rest.extend_from_slice(&self.buf[self.pos..]);
+            self.buf = rest;
+            self.pos = 0;
+        } else if self.pos > KEEP_CAPACITY && self.pos * 2 > self.buf.len() {
             self.buf.drain(..self.pos);
             self.pos = 0;
         }
@@ -173,6 +186,36 @@ mod tests {
             "capacity {}",
             q.buf.capacity()
         );
+    }
+
+    #[test]
+    fn a_large_buffer_almost_all_written_gives_its_memory_back_before_the_end() {
+        let mut q = WriteQueue::new(64 << 20);
+        let mut message = vec![b'y'; 10_000_000];
+        message.push(b'\n');
+        q.push_bytes(&message);
+        let mut out = Vec::new();
+        // The peer takes all but the last 100 KB, then its pipe is full.
+        let mut budget = message.len() - 100_000;
+        let write = |b: &[u8], out: &mut Vec<u8>, budget: &mut usize| {
+            if *budget == 0 {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            let n = b.len().min(*budget).min(1 << 16);
+            *budget -= n;
+            out.extend_from_slice(&b[..n]);
+            Ok(n)
+        };
+        assert!(!q.write_to(|b| write(b, &mut out, &mut budget)).unwrap());
+        assert_eq!(q.pending(), 100_000);
+        assert!(
+            q.buf.capacity() <= RELEASE_BELOW,
+            "capacity {}",
+            q.buf.capacity()
+        );
+        budget = usize::MAX;
+        assert!(q.write_to(|b| write(b, &mut out, &mut budget)).unwrap());
+        assert_eq!(out, message);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 mod util;
 
-use std::io::Write;
+use std::io::{BufRead, Write};
 use std::time::{Duration, Instant};
 
 use mcpipe::Outcome;
@@ -370,6 +370,46 @@ fn twenty_thousand_requests_written_before_any_response_is_read() {
         assert_eq!(peer.recv()["id"], i);
     }
     assert_eq!(peer.finish().0.unwrap(), Outcome::Eof);
+}
+
+#[test]
+fn large_requests_written_before_any_answer_is_read_are_all_answered() {
+    // A large line waits while a large answer is being written, but only for a moment: a peer
+    // that reads nothing until it has written everything must not wait for ever. (Its own
+    // pipes: `Peer` reads the output all the time.)
+    let _w = watchdog("large_requests_written_before_any_answer_is_read", LIMIT);
+    let (in_r, mut in_w) = std::io::pipe().unwrap();
+    let (out_r, out_w) = std::io::pipe().unwrap();
+    let server = std::thread::spawn(move || {
+        use std::os::fd::AsFd;
+        let mut handler = util::TestHandler::default();
+        test_server().serve(in_r.as_fd(), out_w.as_fd(), &mut handler)
+    });
+    let text = "z".repeat(2 << 20);
+    let mut all = Vec::new();
+    for i in 0..4 {
+        all.extend(request(i, "echo", json!({ "text": text })));
+    }
+    let started = Instant::now();
+    in_w.write_all(&all).unwrap();
+    drop(in_w);
+    let mut lines = std::io::BufReader::new(out_r).lines();
+    for i in 0..4 {
+        let answer: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+        assert_eq!(answer["id"], i);
+        assert_eq!(
+            answer["result"]["text"].as_str().map(str::len),
+            Some(text.len())
+        );
+    }
+    assert!(lines.next().is_none());
+    // Generous: each held line waits 20 ms at most.
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(server.join().unwrap().unwrap(), Outcome::Eof);
 }
 
 #[test]
