@@ -8,6 +8,9 @@
 //!   copying them in 64 KiB pieces and scanning (what any reader that owns its buffer must do;
 //!   the copy stands in for the kernel's copy in `read`). The 10 MB line measures a long line's
 //!   growth: its buffer is let go after each pass, as after each large message.
+//! - `cancel_look`: the look at each 64 KiB read for a possible cancellation (the cancel
+//!   method's name or an escape that could spell it), which decides whether the loop parses
+//!   buffered lines ahead; next to `lines::memchr_scan`, the newline scan of the same bytes.
 //! - `message`: `Message::from_slice` + `Message::write_line` (what the loop does per request
 //!   and response) against `serde_json::from_slice::<Value>` + `serde_json::to_writer` alone.
 //! - `parse`: classifying one `tools/call` line the loop's way (the top level read without a
@@ -21,7 +24,7 @@ use std::hint::black_box;
 
 use divan::counter::BytesCount;
 use divan::Bencher;
-use mcpipe::internals::{Classified, LineSplitter};
+use mcpipe::internals::{CancellationLook, Classified, LineSplitter};
 use mcpipe::{Message, Response, ToolResult};
 use serde_json::Value;
 
@@ -101,6 +104,25 @@ mod lines {
                     }
                 }
                 assert_eq!(found, lines);
+            });
+    }
+}
+
+mod cancel_look {
+    use super::*;
+
+    /// About 4 MiB of echo requests with `TEXT`-byte texts, looked at in 64 KiB reads: none
+    /// may hold a cancellation.
+    #[divan::bench(consts = [100, 100_000])]
+    fn plain_requests<const TEXT: usize>(bencher: Bencher<'_, '_>) {
+        let (data, _) = stream::<TEXT>();
+        let mut look = CancellationLook::new();
+        bencher
+            .counter(BytesCount::of_slice(&data))
+            .bench_local(|| {
+                for read in black_box(&data).chunks(READ) {
+                    assert!(!look.look(read));
+                }
             });
     }
 }

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::cancel_spotter::CancelSpotter;
 use crate::line_buffer::{Line, LineBuffer};
 use crate::mcp::tool::ToolResult;
 use crate::message::{
@@ -153,6 +154,38 @@ pub fn tool_result_value(result: ToolResult, server_info: Option<&Value>) -> Val
         crate::mcp::server::modern_result(&mut value, info, None);
     }
     value
+}
+
+/// The loop's look at each read for a possible cancellation (`notifications/cancelled`, or an
+/// escape that could spell it), which decides whether buffered lines are parsed ahead.
+#[derive(Debug)]
+pub struct CancellationLook {
+    spotter: CancelSpotter,
+    end: u64,
+}
+
+impl CancellationLook {
+    /// Looks for `notifications/cancelled`, the MCP layer's cancel method.
+    pub fn new() -> CancellationLook {
+        let mut spotter = CancelSpotter::default();
+        spotter.follow("notifications/cancelled", 0);
+        CancellationLook { spotter, end: 0 }
+    }
+
+    /// Looks at one read (without the overlap with the one before); whether it may hold a
+    /// cancellation.
+    pub fn look(&mut self, read: &[u8]) -> bool {
+        let before = self.end;
+        self.end += read.len() as u64;
+        self.spotter.look(read, self.end);
+        self.spotter.may_hold(before)
+    }
+}
+
+impl Default for CancellationLook {
+    fn default() -> CancellationLook {
+        CancellationLook::new()
+    }
 }
 
 /// Classifies one line as the loop of a relay (`mcpipe wrap`) does, which forwards lines as
