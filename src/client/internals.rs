@@ -42,7 +42,7 @@ const LINES: [&str; 8] = [
 /// Checks, for one fuzz input, that every request the session started ends exactly once
 /// (answered, timed out, cancelled by the shell, or failed with the connection), that
 /// progress and answers name only requests that are still pending, that no request id is
-/// sent twice, that nothing is overdue after [`Session::expire`], and that nothing panics.
+/// sent twice, that nothing is overdue after `Session::expire`, and that nothing panics.
 ///
 /// The input is a program: each byte picks an operation (start a request, answer one, send
 /// progress, cancel one, let time pass, write an arbitrary line, a server request or
@@ -50,7 +50,7 @@ const LINES: [&str; 8] = [
 /// operands.
 ///
 /// When bit 1 of the first byte is set, the session starts unconnected and the connection
-/// step ([`Handshake`]) runs on the same program (bits 2-3: the era the caller insists on;
+/// step (`Handshake`) runs on the same program (bits 2-3: the era the caller insists on;
 /// bits 4-5: the era of the previous process). It must never wait for a request that is no
 /// longer pending nor past that request's deadline, must send at most
 /// `MAX_STEP_REQUESTS` requests, and may only report an era the server's answers justify:
