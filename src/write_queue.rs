@@ -218,6 +218,67 @@ mod tests {
         assert_eq!(out, message);
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+        /// Whatever the messages (some of megabytes) and however the peer takes them (any
+        /// amounts, full pipes anywhere), every byte goes out once, in order; and a buffer
+        /// grown for a large message never stays large once little of it is left.
+        #[test]
+        fn every_byte_goes_out_once_in_order_and_large_buffers_shrink(
+            sizes in proptest::collection::vec(
+                proptest::prop_oneof![1usize..2_000, 100_000usize..6_000_000],
+                1..6,
+            ),
+            // After each message the peer leaves this many bytes unread (its pipe is full).
+            lefts in proptest::collection::vec(
+                proptest::prop_oneof![0usize..300_000, 300_000usize..6_000_000],
+                1..8,
+            ),
+        ) {
+            let mut q = WriteQueue::new(usize::MAX);
+            let mut sent = Vec::new();
+            let mut out = Vec::new();
+            let mut lefts = lefts.into_iter().cycle();
+            for (i, size) in sizes.iter().enumerate() {
+                let mut line = vec![b'a' + (i % 26) as u8; *size];
+                line.push(b'\n');
+                q.buffer().extend_from_slice(&line);
+                sent.extend_from_slice(&line);
+                // One pass of the loop's writing: the peer takes all but `left` bytes, then
+                // its pipe is full.
+                let mut budget = q.pending().saturating_sub(lefts.next().unwrap_or(0));
+                let done = q
+                    .write_to(|b| {
+                        if budget == 0 {
+                            return Err(io::ErrorKind::WouldBlock.into());
+                        }
+                        let n = b.len().min(budget);
+                        budget -= n;
+                        out.extend_from_slice(&b[..n]);
+                        Ok(n)
+                    })
+                    .unwrap();
+                if !done && q.pending() <= RELEASE_BELOW {
+                    proptest::prop_assert!(
+                        q.buf.capacity() <= LARGE_CAPACITY,
+                        "capacity {} with {} pending",
+                        q.buf.capacity(),
+                        q.pending()
+                    );
+                }
+            }
+            let emptied = q
+                .write_to(|b| {
+                    out.extend_from_slice(b);
+                    Ok(b.len())
+                })
+                .unwrap();
+            proptest::prop_assert!(emptied);
+            proptest::prop_assert!(out == sent, "{} bytes out of {}", out.len(), sent.len());
+        }
+    }
+
     #[test]
     fn full_at_the_bound() {
         let mut q = WriteQueue::new(10);
