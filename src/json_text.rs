@@ -30,15 +30,17 @@ const fn lanes(byte: u8) -> u64 {
     u64::from_ne_bytes([byte; 8])
 }
 
-/// Whether any of the eight bytes of `word` needs escaping (a control character, `"` or `\`).
-/// Exact, never a false answer: the classic "has a byte less than n" (n ≤ 128) and "has a
-/// zero byte" word tests, which may misplace the flagged lane but not invent one.
-fn needs_escape(word: u64) -> bool {
+/// The lanes of `word` (read little-endian: lane 0 is the first byte) that need escaping (a
+/// control character, `"` or `\`), as their top bits; 0 when none does. The classic "has a
+/// byte less than n" (n ≤ 128) and "has a zero byte" word tests: a borrow may flag a lane
+/// above a flagged one, never one below, so the lowest flag is exact.
+fn escape_lanes(word: u64) -> u64 {
     let quote = word ^ lanes(b'"');
-    let quote = quote.wrapping_sub(lanes(1)) & !quote & lanes(0x80);
+    let quote = quote.wrapping_sub(lanes(1)) & !quote;
     let backslash = word ^ lanes(b'\\');
-    let backslash = backslash.wrapping_sub(lanes(1)) & !backslash & lanes(0x80);
-    has_control(word) || (quote | backslash) != 0
+    let backslash = backslash.wrapping_sub(lanes(1)) & !backslash;
+    let control = word.wrapping_sub(lanes(0x20)) & !word;
+    (quote | backslash | control) & lanes(0x80)
 }
 
 /// Whether any of the eight bytes of `word` is a control character (below 0x20), by the same
@@ -61,15 +63,17 @@ pub(crate) fn clean_len(bytes: &[u8]) -> usize {
         let Ok(word) = <[u8; 8]>::try_from(chunk) else {
             break; // Not reached: the chunks are exactly 8 bytes.
         };
-        if needs_escape(u64::from_ne_bytes(word)) {
-            break;
+        let flagged = escape_lanes(u64::from_le_bytes(word));
+        if flagged != 0 {
+            // The first flagged lane is the first byte to escape.
+            return clean + (flagged.trailing_zeros() / 8) as usize;
         }
         clean += 8;
     }
     if clean == SHORT {
         return SHORT + long_clean_len(&bytes[SHORT..]);
     }
-    // The word with an escape, or the last few bytes.
+    // The last few bytes, fewer than a word.
     let tail = &bytes[clean..];
     clean
         + tail
@@ -216,6 +220,27 @@ mod tests {
                 let value = Value::String(text);
                 assert_eq!(ours(&value), serde_json::to_vec(&value).unwrap(), "{c:?}");
             }
+        }
+    }
+
+    #[test]
+    fn the_first_byte_to_escape_is_found_with_others_after_it_in_the_same_word() {
+        let specials = [b'"', b'\\', 0x00, 0x1f, b'\n'];
+        let harmless = [b'x', 0x20, 0x7f, 0x80, 0xc3, 0xff, b'/', b'!', b'#', b']'];
+        for len in 1..26 {
+            for first in 0..len {
+                for second in first + 1..len.min(first + 9) {
+                    for (i, &a) in specials.iter().enumerate() {
+                        let b = specials[(i + second) % specials.len()];
+                        let filler = harmless[(first + second + len) % harmless.len()];
+                        let mut bytes = vec![filler; len];
+                        bytes[first] = a;
+                        bytes[second] = b;
+                        assert_eq!(clean_len(&bytes), first, "{bytes:?}");
+                    }
+                }
+            }
+            assert_eq!(clean_len(&vec![b'x'; len]), len);
         }
     }
 
