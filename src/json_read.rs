@@ -260,6 +260,25 @@ impl<'a> Reader<'a> {
     fn number(&mut self) -> Option<Value> {
         let start = self.pos;
         let rest = &self.bytes()[start..];
+        // The common case in one pass: a non-negative integer of at most 18 digits without a
+        // leading zero, ended by anything but the rest of a number.
+        let mut n: u64 = 0;
+        let mut digits = 0;
+        while let Some(&b @ b'0'..=b'9') = rest.get(digits) {
+            n = n * 10 + u64::from(b - b'0');
+            digits += 1;
+            if digits > 18 {
+                break;
+            }
+        }
+        let ended = !matches!(
+            rest.get(digits),
+            Some(b'0'..=b'9' | b'.' | b'e' | b'E' | b'-' | b'+')
+        );
+        if ended && (1..=18).contains(&digits) && (digits == 1 || rest[0] != b'0') {
+            self.pos = start + digits;
+            return Some(Value::from(n));
+        }
         let len = rest
             .iter()
             .position(|b| !matches!(b, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E'))
@@ -571,6 +590,46 @@ mod tests {
         ];
         for line in lines {
             assert!(ours(line).is_none(), "read {line}");
+        }
+    }
+
+    #[test]
+    fn numbers_read_as_serde_json_reads_them() {
+        let numbers = [
+            "0",
+            "7",
+            "10",
+            "-0",
+            "-7",
+            "01",
+            "-01",
+            "00",
+            "0.5",
+            "1.0",
+            "5e3",
+            "5E-3",
+            "1e400",
+            "5-",
+            "5+1",
+            "-",
+            "999999999999999999",
+            "1000000000000000000",
+            "9223372036854775807",
+            "18446744073709551615",
+            "18446744073709551616",
+            "-9223372036854775808",
+            "123456789012345678901234567890",
+        ];
+        for n in numbers {
+            for text in [
+                format!("{{\"a\":{n}}}"),
+                format!("{{\"a\":{n},\"b\":[{n}]}}"),
+            ] {
+                check(&text);
+                if serde_json::from_str::<Value>(&text).is_ok() {
+                    assert!(ours(&text).is_some(), "declined {text}");
+                }
+            }
         }
     }
 
