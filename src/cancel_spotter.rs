@@ -14,41 +14,46 @@ use memchr::memmem::Finder;
 /// read that may hold a cancellation ended.
 #[derive(Debug, Default)]
 pub(crate) struct CancelSpotter {
-    /// The cancel method looked for, and its finder; `None` before the first look.
-    method: Option<(String, Finder<'static>)>,
+    /// The finder of the cancel method's name; `None` without a cancel method.
+    finder: Option<Finder<'static>>,
+    /// How many bytes before a read are looked at again with it: a name or an escape may
+    /// straddle two reads.
+    overlap: usize,
+    /// Whether the name has a `/`, which `\/` can spell.
+    slash: bool,
     /// Stream position just past the last read that may hold a cancellation.
     candidate_end: u64,
 }
 
 impl CancelSpotter {
-    /// How many bytes before a read must be looked at again with it: a method name or an
-    /// escape may straddle two reads.
-    pub(crate) fn overlap(&self) -> usize {
-        self.method.as_ref().map_or(0, |(m, _)| m.len().max(2))
+    /// A spotter of `method` for a stream at position `stream_end`: every byte before it counts
+    /// as a possible cancellation, as none was looked at for this method.
+    pub(crate) fn new(method: Option<&str>, stream_end: u64) -> CancelSpotter {
+        let Some(method) = method else {
+            return CancelSpotter::default();
+        };
+        CancelSpotter {
+            finder: Some(Finder::new(method.as_bytes()).into_owned()),
+            overlap: method.len().max(2),
+            slash: method.contains('/'),
+            candidate_end: stream_end,
+        }
     }
 
-    /// Looks for `method` from now on. When it is not what was looked for so far, every byte
-    /// up to `stream_end` (the input's position) counts as a possible cancellation: those bytes
-    /// were never looked at for it.
-    pub(crate) fn follow(&mut self, method: &str, stream_end: u64) {
-        if self.method.as_ref().is_some_and(|(m, _)| m == method) {
-            return;
-        }
-        let finder = Finder::new(method.as_bytes()).into_owned();
-        self.method = Some((method.to_owned(), finder));
-        self.candidate_end = stream_end;
+    /// How many bytes before a read [`CancelSpotter::look`] wants to see with it.
+    pub(crate) fn overlap(&self) -> usize {
+        self.overlap
     }
 
     /// Looks at `recent`, the input's bytes that end at stream position `end` (a read, with up to
     /// [`CancelSpotter::overlap`] bytes before it).
     pub(crate) fn look(&mut self, recent: &[u8], end: u64) {
-        let Some((method, finder)) = &self.method else {
+        let Some(finder) = &self.finder else {
             return;
         };
-        let slash = method.contains('/');
         let escape = memchr::memchr_iter(b'\\', recent).any(|i| match recent.get(i + 1) {
             Some(b'u') => true,
-            Some(b'/') => slash,
+            Some(b'/') => self.slash,
             // A backslash that ends the read is looked at again with the next one (the overlap).
             _ => false,
         });
@@ -73,8 +78,7 @@ mod tests {
     /// Feeds `reads` one after the other (with the overlap, as the session does) and says
     /// whether the input from `parsed` on may hold a cancellation.
     fn spotted(reads: &[&str], parsed: u64) -> bool {
-        let mut spotter = CancelSpotter::default();
-        spotter.follow(CANCEL, 0);
+        let mut spotter = CancelSpotter::new(Some(CANCEL), 0);
         let mut stream = Vec::new();
         for read in reads {
             let from = stream.len().saturating_sub(spotter.overlap());
@@ -125,17 +129,19 @@ mod tests {
     }
 
     #[test]
-    fn a_new_method_makes_what_is_buffered_a_candidate() {
-        let mut spotter = CancelSpotter::default();
-        spotter.follow(CANCEL, 100);
+    fn what_was_buffered_before_the_method_was_known_is_a_candidate() {
+        let mut spotter = CancelSpotter::new(Some(CANCEL), 100);
         assert!(spotter.may_hold(50));
         assert!(!spotter.may_hold(100));
         spotter.look(b"{}", 102);
         assert!(!spotter.may_hold(100));
-        spotter.follow("cancel", 102);
-        assert!(spotter.may_hold(101));
         // Without a slash in the method, `\/` cannot spell it.
-        spotter.look(br#"{"a":"\/"}"#, 112);
-        assert!(!spotter.may_hold(102));
+        let mut spotter = CancelSpotter::new(Some("cancel"), 0);
+        spotter.look(br#"{"a":"\/"}"#, 10);
+        assert!(!spotter.may_hold(0));
+        // Without a method, nothing is ever a candidate.
+        let mut spotter = CancelSpotter::new(None, 100);
+        spotter.look(CANCEL.as_bytes(), 123);
+        assert!(!spotter.may_hold(0));
     }
 }

@@ -701,7 +701,7 @@ mod tests {
     fn a_handler_peeking_reads_ahead_through_the_socket_and_sees_its_cancellation() {
         let (mut peer, ours) = UnixStream::pair().unwrap();
         let mut conn = Connection::new(ours.as_fd(), ours.as_fd(), &config()).unwrap();
-        conn.session.cancel_method = Some("cancel".to_owned());
+        conn.session.set_cancel_method(Some("cancel".to_owned()));
         conn.session.running = Some(crate::message::RequestId::from("r"));
         peer.write_all(
             b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"a\"}\n\

@@ -300,7 +300,7 @@ impl<'a> Context<'a> {
                 break Err(self.interruption());
             }
             if Instant::now() >= deadline {
-                if let Some(cancel) = self.conn.session.cancel_method.clone() {
+                if let Some(cancel) = self.conn.session.cancel_method().map(str::to_owned) {
                     let reason = "no response before the deadline";
                     let params =
                         serde_json::json!({ "requestId": id.to_value(), "reason": reason });

@@ -167,9 +167,10 @@ pub struct CancellationLook {
 impl CancellationLook {
     /// Looks for `notifications/cancelled`, the MCP layer's cancel method.
     pub fn new() -> CancellationLook {
-        let mut spotter = CancelSpotter::default();
-        spotter.follow("notifications/cancelled", 0);
-        CancellationLook { spotter, end: 0 }
+        CancellationLook {
+            spotter: CancelSpotter::new(Some("notifications/cancelled"), 0),
+            end: 0,
+        }
     }
 
     /// Looks at one read (without the overlap with the one before); whether it may hold a
@@ -232,7 +233,7 @@ pub fn drive_session(stream: &[u8], pieces: &[usize], max_message_bytes: usize) 
         log_bad_input: false,
     };
     let mut session = Session::new(&limits, Arc::new(AtomicI64::new(1)));
-    session.cancel_method = Some("notifications/cancelled".to_owned());
+    session.set_cancel_method(Some("notifications/cancelled".to_owned()));
     let mut later: VecDeque<(u32, RequestId, Result<Value, ErrorObject>)> = VecDeque::new();
     let mut output = Vec::new();
     let mut rest = stream;

@@ -260,47 +260,41 @@ impl<'a> Reader<'a> {
     fn number(&mut self) -> Option<Value> {
         let start = self.pos;
         let rest = &self.bytes()[start..];
-        // The common case in one pass: a non-negative integer of at most 18 digits without a
-        // leading zero, ended by anything but the rest of a number.
+        // A plain integer, the common case, in one pass: an optional `-`, at most 18 digits
+        // (they fit an `i64` either way) without a leading zero, ended by anything but the rest
+        // of a number. (`-0` is a float to serde_json.)
+        let negative = rest.first() == Some(&b'-');
+        let body = &rest[usize::from(negative)..];
         let mut n: u64 = 0;
         let mut digits = 0;
-        while let Some(&b @ b'0'..=b'9') = rest.get(digits) {
-            n = n * 10 + u64::from(b - b'0');
-            digits += 1;
-            if digits > 18 {
+        while let Some(&b @ b'0'..=b'9') = body.get(digits) {
+            if digits == 18 {
                 break;
             }
+            n = n * 10 + u64::from(b - b'0');
+            digits += 1;
         }
         let ended = !matches!(
-            rest.get(digits),
+            body.get(digits),
             Some(b'0'..=b'9' | b'.' | b'e' | b'E' | b'-' | b'+')
         );
-        if ended && (1..=18).contains(&digits) && (digits == 1 || rest[0] != b'0') {
-            self.pos = start + digits;
-            return Some(Value::from(n));
+        if ended && digits > 0 && (digits == 1 || body[0] != b'0') && !(negative && n == 0) {
+            self.pos = start + usize::from(negative) + digits;
+            return Some(match i64::try_from(n) {
+                Ok(n) if negative => Value::from(-n),
+                _ => Value::from(n),
+            });
         }
+        // Anything else: the token, as serde_json reads it.
         let len = rest
             .iter()
             .position(|b| !matches!(b, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E'))
             .unwrap_or(rest.len());
         let token = self.text.get(start..start + len)?;
         self.pos = start + len;
-        let (negative, digits) = match token.strip_prefix('-') {
-            Some(digits) => (true, digits),
-            None => (false, token),
-        };
-        let plain = !digits.is_empty()
-            && digits.len() <= 18
-            && digits.bytes().all(|b| b.is_ascii_digit())
-            && (digits == "0" || !digits.starts_with('0'));
-        match (plain, negative) {
-            // At most 18 digits: fits an i64 either way.
-            (true, false) => digits.parse::<u64>().ok().map(Value::from),
-            (true, true) if digits != "0" => digits.parse::<i64>().ok().map(|n| Value::from(-n)),
-            _ => serde_json::from_str::<Value>(token)
-                .ok()
-                .filter(Value::is_number),
-        }
+        serde_json::from_str::<Value>(token)
+            .ok()
+            .filter(Value::is_number)
     }
 
     /// Consumes `word` (the rest of `true`, `false` or `null`).

@@ -39,14 +39,13 @@ fn escape_lanes(word: u64) -> u64 {
     let quote = quote.wrapping_sub(lanes(1)) & !quote;
     let backslash = word ^ lanes(b'\\');
     let backslash = backslash.wrapping_sub(lanes(1)) & !backslash;
-    let control = word.wrapping_sub(lanes(0x20)) & !word;
-    (quote | backslash | control) & lanes(0x80)
+    (quote | backslash) & lanes(0x80) | control_lanes(word)
 }
 
-/// Whether any of the eight bytes of `word` is a control character (below 0x20), by the same
-/// exact word test.
-fn has_control(word: u64) -> bool {
-    word.wrapping_sub(lanes(0x20)) & !word & lanes(0x80) != 0
+/// The lanes of `word` holding a control character (below 0x20), as their top bits, by the same
+/// word test (the lowest flag exact).
+fn control_lanes(word: u64) -> u64 {
+    word.wrapping_sub(lanes(0x20)) & !word & lanes(0x80)
 }
 
 /// How many bytes of a string [`clean_len`] tests a word at a time, inline, before it hands
@@ -93,7 +92,7 @@ fn long_clean_len(bytes: &[u8]) -> usize {
         let Ok(word) = <[u8; 8]>::try_from(chunk) else {
             break; // Not reached: the chunks are exactly 8 bytes.
         };
-        if has_control(u64::from_ne_bytes(word)) {
+        if control_lanes(u64::from_ne_bytes(word)) != 0 {
             break;
         }
         clean += 8;

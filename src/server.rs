@@ -246,7 +246,8 @@ impl Server {
         let mut idle_fired = false;
         // Until when the large line waiting now may wait (`HOLD_WAIT`).
         let mut hold_until: Option<Instant> = None;
-        conn.session.cancel_method = handler.cancel_method().map(str::to_owned);
+        conn.session
+            .set_cancel_method(handler.cancel_method().map(str::to_owned));
         conn.session.relay_lines = self.relay_lines;
         loop {
             if conn.watches() {

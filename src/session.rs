@@ -92,7 +92,7 @@ pub(crate) struct Session {
     pub(crate) cancelled_owed: VecDeque<RequestId>,
     /// The method of the notification that cancels a request (`notifications/cancelled` in
     /// MCP), from [`crate::Handler::cancel_method`]; `None` turns cancellation off.
-    pub(crate) cancel_method: Option<String>,
+    cancel_method: Option<String>,
     /// The request whose handler is running, if it may be cancelled.
     pub(crate) running: Option<RequestId>,
     /// The peer cancelled the running request.
@@ -176,21 +176,30 @@ impl Session {
     pub(crate) fn received(&mut self, n: usize) {
         self.lines.commit(n);
         self.stats.bytes_in += n as u64;
-        if let Some(method) = &self.cancel_method {
-            self.spotter.follow(method, self.stats.bytes_in);
+        if self.cancel_method.is_some() {
             let recent = self.lines.recent(n + self.spotter.overlap());
             self.spotter.look(recent, self.stats.bytes_in);
         }
     }
 
+    /// The method of the notification that cancels a request (`None`: cancellation off).
+    pub(crate) fn cancel_method(&self) -> Option<&str> {
+        self.cancel_method.as_deref()
+    }
+
+    /// Sets the cancel method, and the spotter of it in what is read from now on (what is
+    /// buffered already counts as a possible cancellation).
+    pub(crate) fn set_cancel_method(&mut self, method: Option<String>) {
+        self.spotter = CancelSpotter::new(method.as_deref(), self.stats.bytes_in);
+        self.cancel_method = method;
+    }
+
     /// Whether the input not yet parsed may hold a cancellation (see [`CancelSpotter`]).
-    fn cancel_may_be_buffered(&mut self) -> bool {
-        let Some(method) = &self.cancel_method else {
-            return false;
-        };
-        let end = self.stats.bytes_in;
-        self.spotter.follow(method, end);
-        self.spotter.may_hold(end - self.lines.pending() as u64)
+    fn cancel_may_be_buffered(&self) -> bool {
+        self.cancel_method.is_some()
+            && self
+                .spotter
+                .may_hold(self.stats.bytes_in - self.lines.pending() as u64)
     }
 
     /// Queues a message for the peer (the shell writes the queue).

@@ -10,7 +10,7 @@ fn session() -> Session {
         log_bad_input: false,
     };
     let mut session = Session::new(&limits, Arc::new(AtomicI64::new(1)));
-    session.cancel_method = Some("cancel".to_owned());
+    session.set_cancel_method(Some("cancel".to_owned()));
     session
 }
 
@@ -97,7 +97,7 @@ fn a_cancellation_of_the_running_request_suppresses_its_response() {
 #[test]
 fn without_a_cancel_method_nothing_is_read_ahead() {
     let mut s = session();
-    s.cancel_method = None;
+    s.set_cancel_method(None);
     feed(&mut s, b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"a\"}\n");
     s.read_ahead_buffered();
     assert!(s.deferred.is_empty());
@@ -127,7 +127,7 @@ fn read_ahead_stops_at_its_byte_limit_and_resumes_when_drained() {
         log_bad_input: false,
     };
     let mut s = Session::new(&limits, Arc::new(AtomicI64::new(1)));
-    s.cancel_method = Some("cancel".to_owned());
+    s.set_cancel_method(Some("cancel".to_owned()));
     let line = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"a\",\"params\":{}}\n";
     for _ in 0..9 {
         feed(&mut s, line);
@@ -251,10 +251,12 @@ fn a_panicking_handler_with_a_taken_responder_is_answered_once() {
 
 #[test]
 fn lines_are_read_ahead_only_when_a_cancellation_may_be_among_them() {
-    let mut s = session();
     let line = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"a\",\"params\":{}}\n";
-    // The first read is looked at as a whole once the method is known: read ahead.
+    // Lines read before the cancel method was known were not looked at for it: read ahead.
+    let mut s = session();
+    s.set_cancel_method(None);
     feed(&mut s, line);
+    s.set_cancel_method(Some("cancel".to_owned()));
     s.read_ahead_buffered();
     assert_eq!(s.deferred.len(), 1);
     s.next_parsed().unwrap();
@@ -304,10 +306,14 @@ fn an_awaited_response_is_read_ahead_with_no_cancellation_in_sight() {
 #[test]
 fn a_large_line_is_seen_waiting_only_when_complete_and_next() {
     let mut s = session();
-    // A small request, read ahead (the first read is looked at as a whole).
-    feed(&mut s, b"{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"a\"}\n");
+    // A small request, read ahead for the cancellation (of another request) behind it.
+    feed(
+        &mut s,
+        b"{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"a\"}\n\
+          {\"jsonrpc\":\"2.0\",\"method\":\"cancel\",\"params\":{\"requestId\":9}}\n",
+    );
     s.read_ahead_buffered();
-    assert_eq!(ids(&s), ["0"]);
+    assert_eq!(ids(&s), ["0", "cancel"]);
     let big = format!(
         "{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"a\",\"params\":{{\"t\":\"{}\"}}}}",
         "x".repeat(2000)
@@ -316,8 +322,9 @@ fn a_large_line_is_seen_waiting_only_when_complete_and_next() {
     assert!(!s.large_line_next(100));
     feed(&mut s, &big.as_bytes()[1000..]);
     feed(&mut s, b"\n");
-    // Complete, but the read-ahead request comes first.
+    // Complete, but the messages read ahead come first.
     assert!(!s.large_line_next(100));
+    assert!(s.next_parsed().is_some());
     assert!(s.next_parsed().is_some());
     assert!(s.large_line_next(100));
     assert!(!s.large_line_next(big.len()));
