@@ -27,16 +27,41 @@ struct Reader<'a> {
 }
 
 /// Calls `member` with each member of the object that is the whole of `text`, in order (a
-/// duplicate name comes again; the caller keeps the last, as serde_json does). `None` when
+/// duplicate name comes again; the caller keeps the last, as serde_json does), and its value
+/// still to be taken, read or recognised (`member` must do one or the other). `None` when
 /// `text` is not one object, a member name has an escape, or the reader declines.
 pub(crate) fn top_level_members<'a>(
     text: &'a str,
-    mut member: impl FnMut(&'a str, Value),
+    mut member: impl FnMut(&'a str, ValueAt<'_, 'a>) -> Option<()>,
 ) -> Option<()> {
-    each_top_level_member(text, |name, reader| {
-        member(name, reader.value()?);
-        Some(())
-    })
+    each_top_level_member(text, |name, reader| member(name, ValueAt(reader)))
+}
+
+/// A member's value, not yet read: built as a `Value`, or recognised without building anything
+/// when it is a string known beforehand (an envelope's `"2.0"`).
+pub(crate) struct ValueAt<'r, 'a>(&'r mut Reader<'a>);
+
+impl ValueAt<'_, '_> {
+    /// The value, as serde_json builds it (`None` where the reader declines).
+    pub(crate) fn read(self) -> Option<Value> {
+        self.0.value()
+    }
+
+    /// Whether the value is the string `plain` written without escapes (then it is taken);
+    /// otherwise nothing is taken, and the value is still to be read.
+    pub(crate) fn is_plain(&mut self, plain: &str) -> bool {
+        let reader = &mut *self.0;
+        reader.skip_space();
+        let rest = &reader.bytes()[reader.pos..];
+        let found = rest.len() > plain.len() + 1
+            && rest[0] == b'"'
+            && &rest[1..=plain.len()] == plain.as_bytes()
+            && rest[plain.len() + 1] == b'"';
+        if found {
+            reader.pos += plain.len() + 2;
+        }
+        found
+    }
 }
 
 /// The top level of an object, its values checked but not built, for a relay that only
@@ -139,8 +164,19 @@ impl<'a> Reader<'a> {
         self.text.as_bytes()
     }
 
-    /// Skips JSON's whitespace (space, tab, newline, carriage return).
+    /// Skips JSON's whitespace (space, tab, newline, carriage return). Compact JSON has none:
+    /// one comparison decides that (every whitespace byte is at most a space).
+    #[inline]
     fn skip_space(&mut self) {
+        if let Some(&byte) = self.bytes().get(self.pos) {
+            if byte <= b' ' {
+                self.skip_space_run();
+            }
+        }
+    }
+
+    #[inline(never)]
+    fn skip_space_run(&mut self) {
         while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.bytes().get(self.pos) {
             self.pos += 1;
         }
@@ -475,7 +511,8 @@ mod tests {
     fn ours(text: &str) -> Option<BTreeMap<&str, Value>> {
         let mut members = BTreeMap::new();
         top_level_members(text, |name, value| {
-            members.insert(name, value);
+            members.insert(name, value.read()?);
+            Some(())
         })?;
         Some(members)
     }
@@ -502,7 +539,10 @@ mod tests {
             assert_eq!(Some(members), by_serde(text).as_ref(), "{text:?}");
         }
         let mut count = 0;
-        let _ = top_level_members(text, |_, _| count += 1);
+        let _ = top_level_members(text, |_, value| {
+            count += 1;
+            value.read().map(drop)
+        });
         match (&read, spans(text)) {
             (Some(read), Some(scanned)) => assert_eq!(read, &scanned, "spans of {text:?}"),
             (None, Some(_)) => panic!("spans read what the reader declines: {text:?}"),

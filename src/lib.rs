@@ -156,6 +156,7 @@ mod process_tree;
 mod protocol;
 mod readiness;
 mod relayed;
+mod request_id;
 mod responder;
 mod server;
 mod session;

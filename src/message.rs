@@ -3,125 +3,9 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use serde_json::{Map, Number, Value};
+use serde_json::{Map, Value};
 
-/// The id of a request: a string or an integer, echoed back exactly as received.
-///
-/// JSON-RPC also allows `null` and fractional numbers, but MCP forbids both, so a `RequestId`
-/// cannot hold them: a message carrying one is rejected with `-32600`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct RequestId(IdRepr);
-
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-enum IdRepr {
-    // Integers keep their own JSON type, so `1` never comes back as `"1"`, and integers above
-    // 2^53 survive (no trip through f64).
-    Signed(i64),
-    Unsigned(u64),
-    Str(String),
-}
-
-impl RequestId {
-    /// Reads an id from a JSON value: a string or an integer (not a float, not null).
-    pub fn from_value(value: &Value) -> Option<RequestId> {
-        match value {
-            Value::String(s) => Some(RequestId(IdRepr::Str(s.clone()))),
-            Value::Number(n) => RequestId::from_number(n),
-            _ => None,
-        }
-    }
-
-    fn from_number(n: &Number) -> Option<RequestId> {
-        if let Some(i) = n.as_i64() {
-            Some(RequestId(IdRepr::Signed(i)))
-        } else {
-            n.as_u64().map(|u| RequestId(IdRepr::Unsigned(u)))
-        }
-    }
-
-    /// The id as a JSON value.
-    pub fn to_value(&self) -> Value {
-        match &self.0 {
-            IdRepr::Signed(i) => Value::from(*i),
-            IdRepr::Unsigned(u) => Value::from(*u),
-            IdRepr::Str(s) => Value::from(s.as_str()),
-        }
-    }
-
-    /// The id when it is a string.
-    pub fn as_str(&self) -> Option<&str> {
-        match &self.0 {
-            IdRepr::Str(s) => Some(s),
-            _ => None,
-        }
-    }
-
-    /// The id when it is an integer that fits an `i64`.
-    pub fn as_i64(&self) -> Option<i64> {
-        match &self.0 {
-            IdRepr::Signed(i) => Some(*i),
-            _ => None,
-        }
-    }
-
-    pub(crate) fn write_json(&self, out: &mut Vec<u8>) {
-        match &self.0 {
-            // serde_json's integer writer: a fraction of `write!`'s formatting machinery.
-            // Serialising an integer into a `Vec` cannot fail, as for a `Value`.
-            IdRepr::Signed(i) => {
-                serde_json::to_writer(&mut *out, i).expect("an integer into a Vec")
-            }
-            IdRepr::Unsigned(u) => {
-                serde_json::to_writer(&mut *out, u).expect("an integer into a Vec")
-            }
-            IdRepr::Str(s) => write_json_str(out, s),
-        }
-    }
-}
-
-impl From<i64> for RequestId {
-    fn from(id: i64) -> RequestId {
-        RequestId(IdRepr::Signed(id))
-    }
-}
-
-impl From<i32> for RequestId {
-    fn from(id: i32) -> RequestId {
-        RequestId(IdRepr::Signed(id.into()))
-    }
-}
-
-impl From<u64> for RequestId {
-    fn from(id: u64) -> RequestId {
-        match i64::try_from(id) {
-            Ok(i) => RequestId(IdRepr::Signed(i)),
-            Err(_) => RequestId(IdRepr::Unsigned(id)),
-        }
-    }
-}
-
-impl From<&str> for RequestId {
-    fn from(id: &str) -> RequestId {
-        RequestId(IdRepr::Str(id.to_owned()))
-    }
-}
-
-impl From<String> for RequestId {
-    fn from(id: String) -> RequestId {
-        RequestId(IdRepr::Str(id))
-    }
-}
-
-impl fmt::Display for RequestId {
-    /// Formats the id as JSON (`7`, `"abc"`), so string and integer ids stay distinguishable.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.0 {
-            IdRepr::Signed(i) => write!(f, "{i}"),
-            IdRepr::Unsigned(u) => write!(f, "{u}"),
-            IdRepr::Str(s) => write!(f, "{}", Value::from(s.as_str())),
-        }
-    }
-}
+pub use crate::request_id::RequestId;
 
 /// A JSON-RPC error code. Open-ended: codes this crate does not name round-trip unchanged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -434,6 +318,10 @@ trait Members {
     fn member(&self, name: &str) -> Option<&Value>;
     /// Moves a member's value out; what the member reads as afterwards is unspecified.
     fn take_member(&mut self, name: &str) -> Option<Value>;
+    /// Whether `jsonrpc` is `"2.0"`.
+    fn is_version_2(&self) -> bool {
+        self.member("jsonrpc").and_then(Value::as_str) == Some("2.0")
+    }
 }
 
 impl Members for Map<String, Value> {
@@ -449,18 +337,33 @@ impl Members for Map<String, Value> {
 /// The members [`classify_members`] reads (`jsonrpc`, `id`, `method`, `params`, `result`,
 /// `error`), picked out of a top level in one pass over it rather than by a search of the map
 /// per name; any other member is dropped.
+/// A `"jsonrpc": "2.0"` as it nearly always comes is recognised, not built (`version_2`).
 #[derive(Default)]
-struct Envelope([Option<Value>; 6]);
+struct Envelope {
+    members: [Option<Value>; 6],
+    version_2: bool,
+}
 
 impl Envelope {
     /// The envelope read by the crate's own reader (`json_read`), which declines what it does
     /// not read as serde_json would; serde_json then reads the line (`Envelope::of`).
     fn read(text: &str) -> Option<Envelope> {
         let mut envelope = Envelope::default();
-        crate::json_read::top_level_members(text, |name, value| {
-            if let Some(i) = Envelope::index(name) {
-                envelope.0[i] = Some(value);
+        crate::json_read::top_level_members(text, |name, mut value| {
+            let index = Envelope::index(name);
+            if index == Some(0) {
+                // The last `jsonrpc` member decides, whichever way it was read.
+                envelope.version_2 = value.is_plain("2.0");
+                if envelope.version_2 {
+                    envelope.members[0] = None;
+                    return Some(());
+                }
             }
+            let value = value.read()?;
+            if let Some(i) = index {
+                envelope.members[i] = Some(value);
+            }
+            Some(())
         })?;
         Some(envelope)
     }
@@ -469,7 +372,7 @@ impl Envelope {
         let mut envelope = Envelope::default();
         for (name, value) in members {
             if let Some(i) = Envelope::index(name) {
-                envelope.0[i] = Some(value);
+                envelope.members[i] = Some(value);
             }
         }
         envelope
@@ -485,11 +388,15 @@ impl Envelope {
 
 impl Members for Envelope {
     fn member(&self, name: &str) -> Option<&Value> {
-        self.0[Envelope::index(name)?].as_ref()
+        self.members[Envelope::index(name)?].as_ref()
     }
 
     fn take_member(&mut self, name: &str) -> Option<Value> {
-        self.0[Envelope::index(name)?].take()
+        self.members[Envelope::index(name)?].take()
+    }
+
+    fn is_version_2(&self) -> bool {
+        self.version_2 || self.member("jsonrpc").and_then(Value::as_str) == Some("2.0")
     }
 }
 
@@ -512,7 +419,7 @@ fn classify_members(mut obj: impl Members) -> Result<Message, Response> {
             None => return Err(invalid(None, "id must be a string or an integer")),
         },
     };
-    if obj.member("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+    if !obj.is_version_2() {
         return Err(invalid(id, "\"jsonrpc\" must be \"2.0\""));
     }
     if let Some(method) = obj.take_member("method") {
@@ -754,6 +661,15 @@ mod tests {
             br#"{"jsonr\u0070c":"2.0","id":1,"method":"m"}"#,
             br#"{"jsonrpc":"2\u002e0","id":1,"method":"m\n"}"#,
             br#"{"jsonrpc":"2.0","id":1,"method":"m","params":"s"}"#,
+            br#"{"jsonrpc":"2.0","id":1,"jsonrpc":"1.0","method":"m"}"#,
+            br#"{"jsonrpc":"1.0","id":1,"jsonrpc":"2.0","method":"m"}"#,
+            br#"{"jsonrpc":"2.0","jsonrpc":null,"method":"m"}"#,
+            br#"{ "jsonrpc" : "2.0" , "method":"m"}"#,
+            br#"{"jsonrpc":"2.0 ","method":"m"}"#,
+            br#"{"jsonrpc":"2.00","method":"m"}"#,
+            br#"{"jsonrpc":2.0,"method":"m"}"#,
+            br#"{"jsonrpc":"2.0"#,
+            br#"{"id":1,"method":"m"}"#,
             br#"{"jsonrpc":"2.0","id":1.0,"method":"m"}"#,
             br#"{"jsonrpc":"2.0","id":1,"method":"m"} x"#,
             br#"{"jsonrpc":"2.0","id":1,"method":"m","#,

@@ -94,12 +94,18 @@ impl Arguments {
     /// # Errors
     /// As [`Arguments::string`]; the arguments are left as they were then.
     pub fn take_string(&mut self, name: &str) -> Result<String, ToolError> {
-        // Checked first, so that a wrong argument stays where it was.
-        self.string(name)?;
-        match self.map.remove(name) {
-            Some(Value::String(s)) => Ok(s),
-            // Not reached: `string` has just seen a string under this name.
-            _ => Err(missing(name, "a string")),
+        // One search: what is not a string is put back as it was (its error as `string`'s).
+        match self.map.remove_entry(name) {
+            Some((_, Value::String(s))) => Ok(s),
+            Some((key, value)) => {
+                let error = match value {
+                    Value::Null => missing(name, "a string"),
+                    _ => wrong(name, "a string", &value),
+                };
+                self.map.insert(key, value);
+                Err(error)
+            }
+            None => Err(missing(name, "a string")),
         }
     }
 
@@ -275,6 +281,11 @@ mod tests {
         assert_eq!(args.take("n"), Some(json!(3)));
         assert_eq!(args.take_string("t").unwrap(), "hi");
         assert!(args.take_string("t").is_err());
+        assert_eq!(
+            args.take_string("z").unwrap_err().message(),
+            "missing argument \"z\": expected a string"
+        );
+        assert!(args.as_map().contains_key("z"), "a null stays where it was");
         assert_eq!(args.take("z"), None);
         assert!(args.as_map().is_empty());
     }
