@@ -189,6 +189,18 @@ impl Default for CancellationLook {
     }
 }
 
+/// The bytes of freed small blocks the calling thread keeps for its next allocations, when
+/// `LargeBlockAllocator` is the global allocator (always 0 elsewhere than Linux).
+pub fn cached_small_bytes() -> usize {
+    #[cfg(target_os = "linux")]
+    return crate::sys::cached_bytes();
+    #[cfg(not(target_os = "linux"))]
+    0
+}
+
+/// The most bytes of freed small blocks one thread keeps.
+pub const CACHED_SMALL_BYTES: usize = crate::large_blocks::CACHED_BYTES;
+
 /// Classifies one line as the loop of a relay (`mcpipe wrap`) does, which forwards lines as
 /// they came: the same outcome as [`classify`], except that requests and notifications may
 /// come with `params: None` (their line holds them; the `message` fuzz target checks it).

@@ -58,28 +58,26 @@ const SHORT: usize = 128;
 /// a longer run by [`long_clean_len`].
 #[inline]
 pub(crate) fn clean_len(bytes: &[u8]) -> usize {
+    let mut rest = bytes;
     let mut clean = 0;
-    for chunk in bytes.chunks_exact(8).take(SHORT / 8) {
-        let Ok(word) = <[u8; 8]>::try_from(chunk) else {
-            break; // Not reached: the chunks are exactly 8 bytes.
-        };
-        let flagged = escape_lanes(u64::from_le_bytes(word));
+    while let Some((word, after)) = rest.split_first_chunk::<8>() {
+        let flagged = escape_lanes(u64::from_le_bytes(*word));
         if flagged != 0 {
             // The first flagged lane is the first byte to escape.
             return clean + (flagged.trailing_zeros() / 8) as usize;
         }
         clean += 8;
-    }
-    if clean == SHORT {
-        return SHORT + long_clean_len(&bytes[SHORT..]);
+        rest = after;
+        if clean == SHORT {
+            return SHORT + long_clean_len(rest);
+        }
     }
     // The last few bytes, fewer than a word.
-    let tail = &bytes[clean..];
     clean
-        + tail
+        + rest
             .iter()
             .position(|&byte| ESCAPE[usize::from(byte)] != 0)
-            .unwrap_or(tail.len())
+            .unwrap_or(rest.len())
 }
 
 /// [`clean_len`] of a long run: `"` and `\` found by `memchr` (vectorised), then control

@@ -35,11 +35,14 @@ const TRACKED: usize = 32;
 /// A global allocator for programs that handle messages of megabytes: blocks of 256 KiB and more
 /// are mappings of their own, and the last one freed is kept for the next large allocation
 /// instead of being given back, so that a stream of large messages reuses memory that is
-/// already resident. Everything smaller goes to the system allocator. On systems without
-/// `mremap` (other than Linux) it is the system allocator.
+/// already resident. Small blocks (1 KiB and less) freed by a thread are kept, by size class,
+/// for that thread's next allocations, which then cost a few instructions instead of a call
+/// into the system allocator (a small request's ten allocations took a tenth of its time).
+/// Everything else goes to the system allocator. On systems without `mremap` (other than
+/// Linux) it is the system allocator.
 ///
-/// What it costs: up to one freed block (the largest recent one) stays resident while the
-/// program runs.
+/// What it costs: up to one freed large block (the largest recent one) stays resident while
+/// the program runs, and up to 64 KiB of freed small blocks per thread until the thread ends.
 ///
 /// # Example
 /// ```
@@ -67,6 +70,33 @@ impl LargeBlockAllocator {
     pub(crate) fn blocks(&self) -> MutexGuard<'_, Blocks> {
         self.blocks.lock().unwrap_or_else(|e| e.into_inner())
     }
+}
+
+/// Blocks up to this size, aligned to at most [`SMALL_ALIGN`], are small: a freed one is kept
+/// for the same thread's next allocation of its class (`sys/small_cache.rs`), where glibc's own
+/// free and malloc cost about 125 instructions a pair (a small request makes ten such pairs).
+pub(crate) const SMALL: usize = 1024;
+
+/// The classes of small blocks are this many bytes apart (and blocks are aligned to it).
+pub(crate) const SMALL_ALIGN: usize = 16;
+
+/// How many classes of small blocks there are.
+pub(crate) const CLASSES: usize = SMALL / SMALL_ALIGN;
+
+/// The most bytes of freed small blocks one thread keeps; past it they go back to the system.
+pub(crate) const CACHED_BYTES: usize = 64 * 1024;
+
+/// The class of a small allocation (`None`: not small): every block of a class is
+/// [`class_size`] bytes long, so that any block kept for the class fits any allocation of it.
+#[inline]
+pub(crate) fn small_class(size: usize, align: usize) -> Option<usize> {
+    (size <= SMALL && align <= SMALL_ALIGN).then(|| size.saturating_sub(1) / SMALL_ALIGN)
+}
+
+/// The length of every block of a small class.
+#[inline]
+pub(crate) const fn class_size(class: usize) -> usize {
+    (class + 1) * SMALL_ALIGN
 }
 
 /// Whether an allocation of `size` bytes aligned to `align` gets its own mapping.
@@ -255,6 +285,21 @@ mod tests {
         );
         assert_eq!(blocks.free(0x2000_0000, 10 * MB), None);
         assert_eq!(blocks.spare, (0x2000_0000, pages(10 * MB)));
+    }
+
+    #[test]
+    fn each_small_size_has_a_class_whose_blocks_fit_it() {
+        assert_eq!(small_class(1, 1), Some(0));
+        assert_eq!(small_class(16, 16), Some(0));
+        assert_eq!(small_class(17, 8), Some(1));
+        assert_eq!(small_class(SMALL, 16), Some(CLASSES - 1));
+        assert_eq!(small_class(SMALL + 1, 8), None);
+        assert_eq!(small_class(64, 32), None, "over-aligned");
+        for size in 1..=SMALL {
+            let class = small_class(size, 1).unwrap();
+            assert!(class < CLASSES);
+            assert!(class_size(class) >= size && class_size(class) < size + SMALL_ALIGN);
+        }
     }
 
     #[test]

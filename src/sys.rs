@@ -15,6 +15,11 @@ use std::sync::Mutex;
 // their own within this module (the same `allow(unsafe_code)`), to keep this one short.
 mod large_alloc;
 pub(crate) use large_alloc::prefault;
+// The allocator's per-thread lists of freed small blocks (Linux, as the rest of it).
+#[cfg(target_os = "linux")]
+mod small_cache;
+#[cfg(all(target_os = "linux", feature = "internals"))]
+pub(crate) use small_cache::cached_bytes;
 
 /// Turns a libc `-1` return into the current `errno` as an `io::Error`.
 fn cvt<T: PartialEq + From<i8>>(ret: T) -> io::Result<T> {

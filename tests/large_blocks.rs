@@ -108,3 +108,104 @@ fn threads_allocate_resize_and_free_large_blocks_at_once() {
         worker.join().expect("a worker panicked");
     }
 }
+
+/// A byte pattern for a small block, different for each block (`seed`).
+fn small_pattern(seed: usize, len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i * 31 + seed * 7) as u8).collect()
+}
+
+#[test]
+fn small_blocks_keep_their_contents_through_every_class_and_into_the_system_sizes() {
+    let _dog = util::watchdog("small_contents", util::BOUND);
+    // Grown a byte at a time from 1 to 3000: every class boundary (16 bytes apart up to
+    // 1 KiB), then out of the small blocks and back in by shrinking.
+    let mut v: Vec<u8> = Vec::new();
+    for len in 1..3000 {
+        v.push((len % 251) as u8);
+        v.shrink_to_fit();
+        assert!(v
+            .iter()
+            .enumerate()
+            .all(|(i, &b)| b == ((i + 1) % 251) as u8));
+    }
+    while v.len() > 1 {
+        v.truncate(v.len() - 7.min(v.len() - 1));
+        v.shrink_to_fit();
+        assert!(v
+            .iter()
+            .enumerate()
+            .all(|(i, &b)| b == ((i + 1) % 251) as u8));
+    }
+    // Many live small blocks at once, freed in another order than made.
+    let blocks: Vec<Vec<u8>> = (0..5000).map(|i| small_pattern(i, 1 + i % 1100)).collect();
+    for (i, block) in blocks.iter().enumerate().rev().step_by(2) {
+        assert_eq!(block, &small_pattern(i, 1 + i % 1100));
+    }
+    let zeroed = vec![0u8; 700];
+    assert!(zeroed.iter().all(|&b| b == 0), "a reused block is zeroed");
+}
+
+#[test]
+#[cfg(target_os = "linux")] // elsewhere it is the system allocator
+fn a_freed_small_block_is_the_next_one_of_its_class_and_a_thread_keeps_a_bounded_amount() {
+    let _dog = util::watchdog("small_reuse", util::BOUND);
+    // On a thread of its own, so that no other test's allocations come between.
+    thread::spawn(|| {
+        let first = vec![1u8; 100];
+        let at = first.as_ptr();
+        drop(first);
+        // 97..=112 bytes: the same class.
+        let second: Vec<u8> = std::iter::repeat_n(2u8, 112).collect();
+        assert_eq!(second.as_ptr(), at, "the freed block was not reused");
+        // Freeing many more than the bound keeps no more than the bound.
+        let many: Vec<Vec<u8>> = (0..500).map(|_| vec![3u8; 1000]).collect();
+        drop(many);
+        let kept = mcpipe::internals::cached_small_bytes();
+        assert!(kept > 0, "nothing kept");
+        assert!(
+            kept <= mcpipe::internals::CACHED_SMALL_BYTES,
+            "{kept} bytes kept"
+        );
+    })
+    .join()
+    .expect("the thread panicked");
+}
+
+#[test]
+fn small_blocks_freed_on_other_threads_and_by_ending_threads_stay_sound() {
+    let _dog = util::watchdog("small_threads", util::BOUND);
+    // Blocks made on one thread are freed on another (kept there, then reused), and threads end
+    // with blocks kept (given back as they end), many times over.
+    for round in 0..20 {
+        let (send, receive) = std::sync::mpsc::channel::<Vec<Vec<u8>>>();
+        let makers: Vec<_> = (0..4)
+            .map(|t| {
+                let send = send.clone();
+                thread::spawn(move || {
+                    let seed = round * 10 + t;
+                    let blocks: Vec<Vec<u8>> = (0..300)
+                        .map(|i| small_pattern(seed + i, 1 + i * 3))
+                        .collect();
+                    send.send(blocks).expect("the receiver is gone");
+                    // Some kept on this thread as it ends.
+                    drop((0..50).map(|i| vec![0u8; 16 + i]).collect::<Vec<_>>());
+                })
+            })
+            .collect();
+        drop(send);
+        let freer = thread::spawn(move || {
+            for blocks in receive {
+                drop(blocks);
+                // Reused here: what was freed must be whole memory.
+                let again: Vec<Vec<u8>> = (0..300).map(|i| small_pattern(i, 1 + i * 3)).collect();
+                for (i, block) in again.iter().enumerate() {
+                    assert_eq!(block, &small_pattern(i, 1 + i * 3));
+                }
+            }
+        });
+        for maker in makers {
+            maker.join().expect("a maker panicked");
+        }
+        freer.join().expect("the freer panicked");
+    }
+}

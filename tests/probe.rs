@@ -331,21 +331,30 @@ fn list_help_and_usage_errors() {
 
 #[test]
 fn every_check_passes_against_the_demo_without_warnings() {
-    watchdog(Duration::from_secs(120), || {
-        let (output, _) = probe(&["--json"]);
-        let report: Value = serde_json::from_slice(&output.stdout).unwrap();
-        // Shown as what a user would type, not as the path of this build.
-        assert_eq!(report["target"], "mcpipe demo");
-        assert_eq!(report["failed"], 0, "{report:#}");
-        assert_eq!(report["warned"], 0, "{report:#}");
-        assert_eq!(report["skipped"], 0, "{report:#}");
-        // The demo advertises tasks: its `sleep` runs as one, and a second one is cancelled.
-        assert_eq!(status_of(&report, "tasks"), "PASS");
-        assert!(
-            detail_of(&report, "tasks").contains("cancelled"),
-            "{report:#}"
-        );
-        assert!(output.status.success());
+    watchdog(Duration::from_secs(300), || {
+        // The second task is cancelled at once, but a loaded machine (the whole suite running)
+        // may let its short sleep end first, which the probe accepts: up to three runs, so that
+        // the cancellation is seen taking effect.
+        for run in 1..=3 {
+            let (output, _) = probe(&["--json"]);
+            let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+            // Shown as what a user would type, not as the path of this build.
+            assert_eq!(report["target"], "mcpipe demo");
+            assert_eq!(report["failed"], 0, "{report:#}");
+            assert_eq!(report["warned"], 0, "{report:#}");
+            assert_eq!(report["skipped"], 0, "{report:#}");
+            assert!(output.status.success());
+            // The demo advertises tasks: its `sleep` runs as one, and a second one is cancelled.
+            assert_eq!(status_of(&report, "tasks"), "PASS");
+            let detail = detail_of(&report, "tasks");
+            if detail.contains("cancelled") {
+                return;
+            }
+            assert!(
+                run < 3,
+                "the second task was never cancelled in time: {report:#}"
+            );
+        }
     });
 }
 

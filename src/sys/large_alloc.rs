@@ -46,8 +46,9 @@ fn map_anonymous(len: usize) -> *mut u8 {
 // The large-block allocator (`large_blocks.rs` has the bookkeeping and why). Every large block
 // is a mapping whose address and length the bookkeeping knows; the lock is held across each
 // call to the kernel, so that an address unmapped or moved cannot be recorded by another
-// thread before its old record is gone. Small blocks take a size test and go to `System`; the
-// large paths are out of line (cold), so that the small path stays short where it is inlined.
+// thread before its old record is gone. Other blocks take a size test and go to the thread's
+// small-block lists (`small_cache.rs`) or to `System`; the large paths are out of line (cold),
+// so that the small path stays short where it is inlined.
 #[cfg(target_os = "linux")]
 impl crate::large_blocks::LargeBlockAllocator {
     #[cold]
@@ -101,14 +102,50 @@ impl crate::large_blocks::LargeBlockAllocator {
 }
 
 #[cfg(target_os = "linux")]
-// SAFETY: small or over-aligned layouts go to `System` unchanged; a large one is a page-aligned
-// mapping of at least `pages(size)` bytes (so `align <= PAGE` is met), live until `dealloc`;
-// `realloc` keeps the contents (in place, by `mremap`, which moves pages with their contents,
-// or by copying `min(old, new)` bytes across the two allocators) and leaves the old block
-// valid when it returns null.
+impl crate::large_blocks::LargeBlockAllocator {
+    /// `realloc` between kinds of block (small, system, large): allocate, copy, free.
+    ///
+    /// # Safety
+    /// As `GlobalAlloc::realloc`.
+    #[inline(never)]
+    unsafe fn move_block(
+        &self,
+        ptr: *mut u8,
+        layout: std::alloc::Layout,
+        new_size: usize,
+    ) -> *mut u8 {
+        use std::alloc::GlobalAlloc;
+        // SAFETY: GlobalAlloc's contract: `new_size`, rounded up to the alignment, does not
+        // overflow, and is not zero.
+        let new_layout =
+            unsafe { std::alloc::Layout::from_size_align_unchecked(new_size, layout.align()) };
+        // SAFETY: `new_layout` is valid and non-zero.
+        let new = unsafe { self.alloc(new_layout) };
+        if !new.is_null() {
+            // SAFETY: both blocks are live, distinct, and at least this long.
+            unsafe { std::ptr::copy_nonoverlapping(ptr, new, layout.size().min(new_size)) };
+            // SAFETY: `ptr` is live with `layout`, and no longer used.
+            unsafe { self.dealloc(ptr, layout) };
+        }
+        new
+    }
+}
+
+#[cfg(target_os = "linux")]
+// SAFETY: a small layout gets a block of its class (`small_cache`: `System`'s, at least that
+// long and aligned to 16, kept or new); a large one a page-aligned mapping of at least
+// `pages(size)` bytes (so `align <= PAGE` is met), live until `dealloc`; the rest goes to
+// `System` unchanged. Every block is freed by the kind that made it, since a layout's kind
+// depends only on its size and alignment. `realloc` keeps the contents (in place when the
+// block is long enough, by `mremap`, which moves pages with their contents, or by copying
+// `min(old, new)` bytes) and leaves the old block valid when it returns null.
 unsafe impl std::alloc::GlobalAlloc for crate::large_blocks::LargeBlockAllocator {
     unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
-        if crate::large_blocks::is_large(layout.size(), layout.align()) {
+        use crate::large_blocks::{is_large, small_class};
+        if let Some(class) = small_class(layout.size(), layout.align()) {
+            return super::small_cache::alloc(class);
+        }
+        if is_large(layout.size(), layout.align()) {
             return self.alloc_large(layout.size());
         }
         // SAFETY: the caller's layout, as GlobalAlloc requires.
@@ -116,7 +153,15 @@ unsafe impl std::alloc::GlobalAlloc for crate::large_blocks::LargeBlockAllocator
     }
 
     unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
-        use crate::large_blocks::{is_large, pages};
+        use crate::large_blocks::{is_large, pages, small_class};
+        if let Some(class) = small_class(layout.size(), layout.align()) {
+            let block = super::small_cache::alloc(class);
+            if !block.is_null() {
+                // SAFETY: the block is at least `layout.size()` bytes long and ours.
+                unsafe { std::ptr::write_bytes(block, 0, layout.size()) };
+            }
+            return block;
+        }
         if is_large(layout.size(), layout.align()) {
             // Fresh pages are zero and cost nothing until touched; the spare would need zeroing.
             let new = map_anonymous(pages(layout.size()));
@@ -130,37 +175,37 @@ unsafe impl std::alloc::GlobalAlloc for crate::large_blocks::LargeBlockAllocator
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
-        if crate::large_blocks::is_large(layout.size(), layout.align()) {
+        use crate::large_blocks::{is_large, small_class};
+        if let Some(class) = small_class(layout.size(), layout.align()) {
+            // SAFETY: a small layout's block came from `small_cache::alloc` with this class.
+            return unsafe { super::small_cache::dealloc(ptr, class) };
+        }
+        if is_large(layout.size(), layout.align()) {
             return self.dealloc_large(ptr, layout.size());
         }
-        // SAFETY: `ptr` came from `System` with this layout (small blocks always do).
+        // SAFETY: `ptr` came from `System` with this layout (neither small nor large).
         unsafe { std::alloc::System.dealloc(ptr, layout) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
-        use crate::large_blocks::is_large;
+        use crate::large_blocks::{is_large, small_class};
         let align = layout.align();
+        match (
+            small_class(layout.size(), align),
+            small_class(new_size, align),
+        ) {
+            // The block is its class's length: it holds the new size too.
+            (Some(old), Some(new)) if old == new => return ptr,
+            (None, None) => {}
+            // SAFETY: the caller's contract, passed on.
+            _ => return unsafe { self.move_block(ptr, layout, new_size) },
+        }
         match (is_large(layout.size(), align), is_large(new_size, align)) {
-            // SAFETY: a small block is `System`'s, with this layout.
+            // SAFETY: a block neither small nor large is `System`'s, with this layout.
             (false, false) => unsafe { std::alloc::System.realloc(ptr, layout, new_size) },
             (true, true) => self.realloc_large(ptr, layout.size(), new_size),
-            _ => {
-                // Across the two allocators: allocate, copy, free.
-                // SAFETY: GlobalAlloc's contract: `new_size`, rounded up to `align`, does not
-                // overflow; it is not zero (one side is large, or it is the old, small size's
-                // successor, which GlobalAlloc requires to be non-zero).
-                let new_layout =
-                    unsafe { std::alloc::Layout::from_size_align_unchecked(new_size, align) };
-                // SAFETY: `new_layout` is valid and non-zero.
-                let new = unsafe { self.alloc(new_layout) };
-                if !new.is_null() {
-                    // SAFETY: both blocks are live, distinct, and at least this long.
-                    unsafe { std::ptr::copy_nonoverlapping(ptr, new, layout.size().min(new_size)) };
-                    // SAFETY: `ptr` is live with `layout`, and no longer used.
-                    unsafe { self.dealloc(ptr, layout) };
-                }
-                new
-            }
+            // SAFETY: the caller's contract, passed on.
+            _ => unsafe { self.move_block(ptr, layout, new_size) },
         }
     }
 }
