@@ -386,6 +386,59 @@ fn print_targets(table: &Table, large_bytes: f64) {
     );
 }
 
+/// Prints each target of issue 13 (performance) with the figure that decides it.
+#[allow(clippy::print_stdout)] // The report is the bench's output.
+fn print_issue_13_targets(table: &Table, large_bytes: f64) {
+    println!("\n| target (issue 13) | measured | met |");
+    println!("|---|---|---|");
+    let verdict = |target: &str, measured: Option<(String, bool)>| {
+        let (shown, met) = match measured {
+            Some((shown, ok)) => (shown, if ok { "yes" } else { "no" }),
+            None => ("–".to_owned(), "not measured"),
+        };
+        println!("| {target} | {shown} | {met} |");
+    };
+    let ratio = |name: &str, ok: &dyn Fn(f64) -> bool| {
+        let r = table.row(name)?.ratio(1)?;
+        Some((show(r, "×"), ok(r)))
+    };
+    verdict(
+        "pipelined 100 B ≥ 0.60× ceiling",
+        ratio(PIPELINED, &|r| r >= 0.60),
+    );
+    verdict(
+        "ping-pong p50 (pinned) ≤ 1.1× ceiling",
+        ratio(PING_P50, &|r| r <= 1.1),
+    );
+    let ping = table.row(PING_P50);
+    verdict(
+        "ping-pong p50 (pinned) ≤ the naive loop's",
+        ping.and_then(|row| {
+            let (ours, naive) = (row.median(1)?, row.median(2)?);
+            Some((
+                format!("{} against {}", show(ours, "µs"), show(naive, "µs")),
+                ours <= naive,
+            ))
+        }),
+    );
+    for name in [LARGE_100K, LARGE_10M] {
+        verdict(
+            &format!("{name} ≥ 1.0× the ceiling's MB/s"),
+            ratio(name, &|r| r >= 1.0),
+        );
+    }
+    verdict(
+        &format!(
+            "peak RSS with {} MB messages ≤ 2.5× the message",
+            large_bytes / 1e6
+        ),
+        table.row(LARGE_10M_RSS).and_then(|row| {
+            let r = row.median(1)? * MIB / large_bytes;
+            Some((show(r, "× message size"), r <= 2.5))
+        }),
+    );
+}
+
 const PIPELINED: &str = "pipelined 100 B";
 const PIPELINED_RSS: &str = "peak RSS, pipelined 100 B";
 const LARGE_100K: &str = "100 KB messages";
@@ -634,6 +687,7 @@ fn run() -> Result<(), String> {
     eprintln!("pipe: load average at the end {}", load_average());
     print_table(&table, &names, sizes.rounds);
     print_targets(&table, large_text as f64);
+    print_issue_13_targets(&table, large_text as f64);
     // Kept only when something failed, for the error message that points to it.
     let _ = std::fs::remove_file(&log_path);
     Ok(())

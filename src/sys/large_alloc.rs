@@ -47,8 +47,8 @@ fn map_anonymous(len: usize) -> *mut u8 {
 // is a mapping whose address and length the bookkeeping knows; the lock is held across each
 // call to the kernel, so that an address unmapped or moved cannot be recorded by another
 // thread before its old record is gone. Other blocks take a size test and go to the thread's
-// small-block lists (`small_cache.rs`) or to `System`; the large paths are out of line (cold),
-// so that the small path stays short where it is inlined.
+// small-block lists (`small_cache.rs`) or to `System`; both the lists and the large paths are
+// out of line (the large ones cold), so that what is inlined at each allocation stays short.
 #[cfg(target_os = "linux")]
 impl crate::large_blocks::LargeBlockAllocator {
     #[cold]

@@ -59,8 +59,9 @@ fn class_layout(class: usize) -> Layout {
 }
 
 /// A block of `class`: the last one this thread freed, or a new one from `System` (null when
-/// that fails).
-#[inline]
+/// that fails). Out of line, as `dealloc`: inlined at every allocation site, the two made the
+/// binary's code 18 % larger (2.0 → 2.37 MB) for no time that could be measured.
+#[inline(never)]
 pub(crate) fn alloc(class: usize) -> *mut u8 {
     let kept = CACHE.try_with(|cache| {
         let block = cache.heads[class].get();
@@ -83,7 +84,7 @@ pub(crate) fn alloc(class: usize) -> *mut u8 {
 ///
 /// # Safety
 /// `block` came from [`alloc`] with this class, on any thread, and is not used any more.
-#[inline]
+#[inline(never)]
 pub(crate) unsafe fn dealloc(block: *mut u8, class: usize) {
     let kept = CACHE.try_with(|cache| {
         let bytes = cache.bytes.get() + class_size(class);
