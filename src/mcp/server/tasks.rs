@@ -237,7 +237,8 @@ impl<S: 'static> McpServer<S> {
     ) -> Result<Value, ErrorObject> {
         let task = self.tasks.create(wanted.ttl)?;
         // Answers the call itself brought (2026-07-28 rounds before the task) carry over.
-        task.answers = rounds.answers;
+        let mut rounds = rounds;
+        task.answers = std::mem::take(&mut rounds.answers);
         let id = task.id.clone();
         let resume = Resume {
             name: name.to_owned(),
@@ -491,11 +492,8 @@ impl TaskJob {
             scope,
             token,
         } = resume;
-        let rounds = Rounds {
-            round: 1,
-            answers,
-            ..Rounds::default()
-        };
+        let mut rounds = Rounds::first();
+        rounds.answers = answers;
         let mut mcx = McpContext::for_task(
             outbox.clone(),
             cancel,
@@ -507,12 +505,12 @@ impl TaskJob {
         );
         let mut arguments = Arguments::from_map(arguments);
         let outcome = catch_panic(|| run(&mut arguments, &mut mcx));
-        let (rounds, changes) = mcx.into_parts();
+        let (mut rounds, changes) = mcx.into_parts();
         if !changes.is_empty() {
             let _ = outbox.post(Box::new(Announced(changes)));
         }
         let kind = if scope.modern && !rounds.pending.is_empty() {
-            EventKind::NeedsInput(rounds.pending)
+            EventKind::NeedsInput(std::mem::take(&mut rounds.pending))
         } else {
             EventKind::Finished(tool_answer(&name, &scope, &rounds, "", outcome))
         };
