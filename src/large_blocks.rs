@@ -303,7 +303,7 @@ mod tests {
     }
 
     #[test]
-    fn small_and_over_aligned_allocations_are_left_to_the_system() {
+    fn only_large_allocations_aligned_to_a_page_or_less_get_a_mapping() {
         assert!(!is_large(LARGE - 1, 8));
         assert!(is_large(LARGE, PAGE));
         assert!(!is_large(LARGE, 2 * PAGE));

@@ -1,5 +1,6 @@
 //! `LargeBlockAllocator` as this test binary's global allocator: contents survive every kind of
-//! resize, a freed large block is reused, zeroed memory is zero, and threads can share it.
+//! resize, a freed large block is reused, zeroed memory is zero, and threads can share it; a
+//! freed small block is kept for its thread's next allocation of its class, within a bound.
 
 mod util;
 

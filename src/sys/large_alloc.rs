@@ -99,10 +99,7 @@ impl crate::large_blocks::LargeBlockAllocator {
         blocks.forget(ptr as usize);
         new.cast()
     }
-}
 
-#[cfg(target_os = "linux")]
-impl crate::large_blocks::LargeBlockAllocator {
     /// `realloc` between kinds of block (small, system, large): allocate, copy, free.
     ///
     /// # Safety

@@ -230,14 +230,13 @@ impl<S: 'static> McpServer<S> {
         name: &str,
         run: ConcurrentToolFn,
         arguments: Map<String, Value>,
-        rounds: Rounds,
+        mut rounds: Rounds,
         scope: &Scope,
         token: Option<Value>,
         cx: &mut Context<'_>,
     ) -> Result<Value, ErrorObject> {
         let task = self.tasks.create(wanted.ttl)?;
         // Answers the call itself brought (2026-07-28 rounds before the task) carry over.
-        let mut rounds = rounds;
         task.answers = std::mem::take(&mut rounds.answers);
         let id = task.id.clone();
         let resume = Resume {
