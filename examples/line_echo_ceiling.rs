@@ -10,12 +10,19 @@
 //! returns them) or the text (`--mcp`: `result` is `{"content":[{"type":"text","text":…}]}`, the
 //! shape of the demo server's `echo` tool). The answers to one read go out in one write.
 //!
+//! With `--poll` (after `--mcp` or alone) it first waits in `epoll` before each read, as any
+//! loop that must also wake for something other than its input does (signals, other threads'
+//! answers, a closed output): the ceiling of such a loop, which is what `mcpipe`'s is. It is
+//! not one of the benchmark's baselines; BENCHMARKS.md uses it to show what one wait per
+//! round trip costs in ping-pong.
+//!
 //! It relies on the layout the benchmark driver sends (`"id"` before `"method"`, `"params"`
 //! last, the text last in the params, no `"id":` or `"params":` inside strings), so it is no
 //! server: it is the most any server could do on this machine, which is what the benchmarks
 //! divide by.
 
 use std::io::{self, Read, Write};
+use std::os::fd::AsRawFd;
 use std::process::ExitCode;
 
 /// How much one read asks for.
@@ -61,17 +68,64 @@ fn answer(line: &[u8], shape: Shape, out: &mut Vec<u8>) {
     out.extend_from_slice(b"}\n");
 }
 
-fn run() -> io::Result<()> {
-    let shape = match std::env::args().nth(1).as_deref() {
-        None => Shape::Raw,
-        Some("--mcp") => Shape::Mcp,
-        Some(other) => {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("unknown argument {other}"),
-            ))
+/// `--poll`: an `epoll` instance watching stdin, which stays blocking and is read once per
+/// wait. mio's `epoll` is edge-triggered; one read takes all a pipe holds (64 KiB unless it was
+/// enlarged, and a read asks for 1 MiB), so no input is left behind a wait.
+struct InputPoll {
+    poll: mio::Poll,
+    events: mio::Events,
+    /// The writer hung up: its edge has come and gone, so the reads go on without waits until
+    /// end of file.
+    hung_up: bool,
+}
+
+impl InputPoll {
+    fn new() -> io::Result<InputPoll> {
+        let poll = mio::Poll::new()?;
+        let stdin = io::stdin().as_raw_fd();
+        poll.registry().register(
+            &mut mio::unix::SourceFd(&stdin),
+            mio::Token(0),
+            mio::Interest::READABLE,
+        )?;
+        Ok(InputPoll {
+            poll,
+            events: mio::Events::with_capacity(4),
+            hung_up: false,
+        })
+    }
+
+    fn wait(&mut self) -> io::Result<()> {
+        while !self.hung_up {
+            match self.poll.poll(&mut self.events, None) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+                Ok(()) => {}
+            }
+            self.hung_up = self.events.iter().any(|e| e.is_read_closed());
+            if !self.events.is_empty() {
+                break;
+            }
         }
-    };
+        Ok(())
+    }
+}
+
+fn run() -> io::Result<()> {
+    let mut shape = Shape::Raw;
+    let mut poll = None;
+    for arg in std::env::args().skip(1) {
+        match arg.as_str() {
+            "--mcp" => shape = Shape::Mcp,
+            "--poll" => poll = Some(InputPoll::new()?),
+            other => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("unknown argument {other}"),
+                ))
+            }
+        }
+    }
     let mut input = io::stdin().lock();
     let mut output = io::stdout().lock();
     let mut buf = vec![0u8; READ_SIZE];
@@ -81,6 +135,9 @@ fn run() -> io::Result<()> {
     loop {
         if buf.len() - end < READ_SIZE {
             buf.resize(end + READ_SIZE, 0);
+        }
+        if let Some(poll) = &mut poll {
+            poll.wait()?;
         }
         let n = match input.read(&mut buf[end..]) {
             Ok(0) => break,
