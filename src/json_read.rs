@@ -69,7 +69,7 @@ impl ValueAt<'_, '_> {
 /// [`top_level_members`] would decline (serde_json then decides), and for objects of more
 /// than [`MAX_MEMBERS`] members.
 pub(crate) fn top_level_spans(bytes: &[u8]) -> Option<Members<'_>> {
-    let text = std::str::from_utf8(bytes).ok()?;
+    let text = line_text(bytes)?;
     let empty = Member {
         name: "",
         value: "",
@@ -90,6 +90,17 @@ pub(crate) fn top_level_spans(bytes: &[u8]) -> Option<Members<'_>> {
         Some(())
     })?;
     Some(members)
+}
+
+/// A line as text when it is UTF-8 (checked once, whole, so that no string in it is checked
+/// again). On x86_64 an ASCII line, nearly every request, is told so sixteen bytes at a time
+/// ([`sys::ascii_str`]); other lines, and other targets, go through `str::from_utf8`.
+pub(crate) fn line_text(bytes: &[u8]) -> Option<&str> {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(text) = crate::sys::ascii_str(bytes) {
+        return Some(text);
+    }
+    std::str::from_utf8(bytes).ok()
 }
 
 /// The walk both readings share: the object that is the whole of `text`, each member's name
@@ -506,6 +517,31 @@ mod tests {
     /// What serde_json makes of `text` as the top level's members (`None` where it fails).
     fn by_serde(text: &str) -> Option<BTreeMap<&str, Value>> {
         serde_json::from_str(text).ok()
+    }
+
+    #[test]
+    fn a_line_is_text_when_it_is_utf8_whether_or_not_it_is_ascii() {
+        // Past two sixteen-byte blocks, with the odd byte in a block and in the tail.
+        for len in 1..40 {
+            let ascii = "x".repeat(len);
+            assert_eq!(line_text(ascii.as_bytes()), Some(ascii.as_str()));
+            #[cfg(target_arch = "x86_64")]
+            assert_eq!(
+                crate::sys::ascii_str(ascii.as_bytes()),
+                Some(ascii.as_str())
+            );
+            for at in 0..len {
+                let mut text = ascii.clone();
+                text.replace_range(at..=at, "é");
+                assert_eq!(line_text(text.as_bytes()), Some(text.as_str()));
+                #[cfg(target_arch = "x86_64")]
+                assert_eq!(crate::sys::ascii_str(text.as_bytes()), None);
+                let mut bytes = ascii.clone().into_bytes();
+                bytes[at] = 0xff;
+                assert_eq!(line_text(&bytes), None, "{bytes:?}");
+            }
+        }
+        assert_eq!(line_text(b""), Some(""));
     }
 
     fn ours(text: &str) -> Option<BTreeMap<&str, Value>> {

@@ -267,7 +267,7 @@ pub(crate) fn parse_line(bytes: &[u8]) -> Parsed {
 /// The line's UTF-8 is checked once, whole, so that neither reader checks each string again; a
 /// line that is not UTF-8 takes the `Value` path, which reports it.
 fn classify_envelope(bytes: &[u8]) -> Option<Result<Message, Response>> {
-    let text = std::str::from_utf8(bytes).ok()?;
+    let text = crate::json_read::line_text(bytes)?;
     let envelope = match Envelope::read(text) {
         Some(envelope) => envelope,
         None => Envelope::of(serde_json::from_str::<BTreeMap<&str, Value>>(text).ok()?),

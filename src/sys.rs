@@ -20,11 +20,12 @@ pub(crate) use large_alloc::prefault;
 mod small_cache;
 #[cfg(all(target_os = "linux", feature = "internals"))]
 pub(crate) use small_cache::cached_bytes;
-// The string scan's sixteen-byte test (x86_64; elsewhere `json_text` tests words).
+// The string scan's sixteen-byte test and the ASCII test of a line (x86_64; elsewhere
+// `json_text` tests words and `json_read` leaves lines to `str::from_utf8`).
 #[cfg(target_arch = "x86_64")]
 mod sse2;
 #[cfg(target_arch = "x86_64")]
-pub(crate) use sse2::escape_mask;
+pub(crate) use sse2::{ascii_str, escape_mask};
 
 /// Turns a libc `-1` return into the current `errno` as an `io::Error`.
 fn cvt<T: PartialEq + From<i8>>(ret: T) -> io::Result<T> {
