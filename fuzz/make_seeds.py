@@ -31,6 +31,11 @@ LINES = {
     "request-panic": b'{"jsonrpc":"2.0","id":3,"method":"panic"}',
     "request-notify": b'{"jsonrpc":"2.0","id":4,"method":"notify","params":{"n":1}}',
     "request-unknown-method": b'{"jsonrpc":"2.0","id":5,"method":"no/such/method"}',
+    # MCP's tools/call, whose name and arguments the loop reads apart from the params.
+    "request-tools-call": b'{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}',
+    "request-tools-call-meta-task": b'{"jsonrpc":"2.0","id":"c","method":"tools/call","params":{"_meta":{"progressToken":1},"arguments":{},"name":"e","task":{"ttl":9},"name":"f"}}',
+    "request-tools-call-method-last": b'{"jsonrpc":"2.0","params":{"name":"echo","arguments":[1]},"id":6,"method":"tools/call"}',
+    "request-tools-call-escaped": b'{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"n\\u0061me":"\\u0065cho","arguments":null}}',
     "notification": b'{"jsonrpc":"2.0","method":"notifications/initialized"}',
     "notification-with-params": b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}',
     "response-result": b'{"jsonrpc":"2.0","id":7,"result":{"roots":[]}}',

@@ -204,6 +204,12 @@ pub(crate) fn message(line: &[u8]) {
         "the lazy envelope and the Value path disagree on {:?}",
         String::from_utf8_lossy(line)
     );
+    // The MCP layer's reading, a call's name and arguments apart, put back: the same again.
+    assert!(
+        same_classification(&classified, &internals::classify_apart(line)),
+        "reading a call's members apart changed {:?}",
+        String::from_utf8_lossy(line)
+    );
     check_relayed(line);
     check_scan(line);
     let single = |c: Classified| match c {

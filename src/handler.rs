@@ -110,6 +110,15 @@ pub trait Handler {
         None
     }
 
+    /// Not for handlers outside this crate (they cannot name its type): the members of one
+    /// method's params that the MCP layer takes apart as a line is read, instead of out of
+    /// the built params (a `tools/call`'s `name` and `arguments`). Asked once, when the loop
+    /// starts; every other handler gets its params whole.
+    #[doc(hidden)]
+    fn params_apart(&self) -> Option<crate::message::ParamsApart> {
+        None
+    }
+
     /// Whether `request` may be cancelled; asked before it runs. The default says yes. (MCP
     /// never cancels `initialize`.)
     fn is_cancellable(&self, request: &Request) -> bool {
@@ -409,6 +418,12 @@ impl<'a> Context<'a> {
         let id = responder.into_answered();
         self.conn
             .take_event_here(crate::responder::Event::Answer { id, result });
+    }
+
+    /// The members of the params of the message being handled that were read apart
+    /// ([`Handler::params_apart`]); `None` when its params are whole.
+    pub(crate) fn take_params_apart(&mut self) -> Option<crate::message::Apart> {
+        self.conn.session.take_params_apart()
     }
 
     /// The line of the message being handled, as the peer sent it (without its newline),

@@ -16,7 +16,8 @@ use crate::cancel_spotter::CancelSpotter;
 use crate::line_buffer::{Line, LineBuffer};
 use crate::mcp::tool::ToolResult;
 use crate::message::{
-    parse_line, parse_line_by_value, ErrorObject, Message, Parsed, RequestId, Response,
+    parse_line, parse_line_apart, parse_line_by_value, ErrorObject, Message, Parsed, RequestId,
+    Response,
 };
 use crate::responder::{CancelToken, Event};
 use crate::session::{Limits, Session, Start};
@@ -136,6 +137,29 @@ pub fn classify_by_value(line: &[u8]) -> Classified {
         Parsed::Single(message) => Classified::Single(Ok(message)),
         Parsed::Invalid(response) => Classified::Single(Err(response)),
         Parsed::Batch(items) => Classified::Batch(items),
+    }
+}
+
+/// Classifies one line as the loop does for the MCP layer, a `tools/call`'s `name` and
+/// `arguments` read apart from its params, then put back into them: the outcome must be
+/// [`classify`]'s (the `message` fuzz target checks it).
+pub fn classify_apart(line: &[u8]) -> Classified {
+    let apart = crate::mcp::server::TOOL_CALL_APART;
+    match parse_line_apart(line, Some(apart)) {
+        (Parsed::Single(mut message), taken) => {
+            if let (Message::Request(request), Some(taken)) = (&mut message, taken) {
+                if let Some(Value::Object(params)) = &mut request.params {
+                    for (name, value) in apart.names.iter().zip(taken) {
+                        if let Some(value) = value {
+                            params.insert((*name).to_owned(), value);
+                        }
+                    }
+                }
+            }
+            Classified::Single(Ok(message))
+        }
+        (Parsed::Invalid(response), _) => Classified::Single(Err(response)),
+        (Parsed::Batch(items), _) => Classified::Batch(items),
     }
 }
 

@@ -41,10 +41,29 @@ pub(crate) fn top_level_members<'a>(
 /// when it is a string known beforehand (an envelope's `"2.0"`).
 pub(crate) struct ValueAt<'r, 'a>(&'r mut Reader<'a>);
 
-impl ValueAt<'_, '_> {
+impl<'a> ValueAt<'_, 'a> {
     /// The value, as serde_json builds it (`None` where the reader declines).
     pub(crate) fn read(self) -> Option<Value> {
         self.0.value()
+    }
+
+    /// The members of the value, when it is an object whose member names have no escapes:
+    /// each name handed to `member` with its value still to be read (which `member` must read
+    /// or recognise), in order. `None` for any other value, and where the reader declines
+    /// (as for an object read whole).
+    pub(crate) fn members(
+        self,
+        mut member: impl FnMut(&'a str, ValueAt<'_, 'a>) -> Option<()>,
+    ) -> Option<()> {
+        let reader = self.0;
+        if reader.depth >= MAX_DEPTH {
+            return None;
+        }
+        reader.expect(b'{')?;
+        reader.depth += 1;
+        reader.members(true, &mut |name, reader| member(name, ValueAt(reader)))?;
+        reader.depth -= 1;
+        Some(())
     }
 
     /// Whether the value is the string `plain` written without escapes (then it is taken);
@@ -115,19 +134,7 @@ fn each_top_level_member<'a>(
         depth: 1,
     };
     reader.expect(b'{')?;
-    if reader.next_is(b'}') {
-        reader.pos += 1;
-    } else {
-        loop {
-            reader.expect(b'"')?;
-            let name = reader.plain_str()?;
-            reader.expect(b':')?;
-            member(name, &mut reader)?;
-            if !reader.comma_or(b'}')? {
-                break;
-            }
-        }
-    }
+    reader.members(false, &mut member)?;
     reader.skip_space();
     (reader.pos == text.len()).then_some(())
 }
@@ -197,6 +204,34 @@ impl<'a> Reader<'a> {
     fn next_is(&mut self, byte: u8) -> bool {
         self.skip_space();
         self.bytes().get(self.pos) == Some(&byte)
+    }
+
+    /// The members of an object (its `{` consumed) to its `}`, each name (without escapes)
+    /// handed to `member` with the reader at its value. `raw_check`: a first member named as
+    /// serde_json's raw values are declines, as [`Reader::object`] does.
+    fn members(
+        &mut self,
+        raw_check: bool,
+        member: &mut impl FnMut(&'a str, &mut Reader<'a>) -> Option<()>,
+    ) -> Option<()> {
+        if self.next_is(b'}') {
+            self.pos += 1;
+            return Some(());
+        }
+        let mut first = raw_check;
+        loop {
+            self.expect(b'"')?;
+            let name = self.plain_str()?;
+            if first && name == RAW_VALUE_TOKEN {
+                return None;
+            }
+            first = false;
+            self.expect(b':')?;
+            member(name, self)?;
+            if !self.comma_or(b'}')? {
+                return Some(());
+            }
+        }
     }
 
     /// Consumes `byte` after whitespace.

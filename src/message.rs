@@ -7,6 +7,8 @@ use serde_json::{Map, Value};
 
 pub use crate::request_id::RequestId;
 
+use crate::json_read::ValueAt;
+
 /// A JSON-RPC error code. Open-ended: codes this crate does not name round-trip unchanged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ErrorCode(pub i64);
@@ -202,8 +204,8 @@ impl Message {
     ///
     /// [`Server::batches`]: crate::Server::batches
     pub fn from_slice(bytes: &[u8]) -> Result<Message, Response> {
-        if let Some(classified) = classify_envelope(bytes) {
-            return classified;
+        if let Some(classified) = classify_envelope(bytes, None) {
+            return classified.map(|(message, _)| message);
         }
         match parse_value(bytes)? {
             Value::Array(_) => Err(invalid(None, "batches are not accepted here")),
@@ -249,10 +251,34 @@ pub(crate) enum Parsed {
 
 /// Parses a line that may be a batch.
 pub(crate) fn parse_line(bytes: &[u8]) -> Parsed {
-    match classify_envelope(bytes) {
-        Some(Ok(message)) => Parsed::Single(message),
-        Some(Err(response)) => Parsed::Invalid(response),
-        None => parse_line_by_value(bytes),
+    parse_line_apart(bytes, None).0
+}
+
+/// Members of one method's params read apart from the params object, for a handler that takes
+/// them so: the MCP layer, a `tools/call`'s `name` and `arguments` (then neither the object
+/// holding them nor their names are built, and the call looks neither up). Only this crate's
+/// handlers ask for it: the type cannot be named elsewhere (see `Handler::params_apart`).
+#[derive(Debug, Clone, Copy)]
+pub struct ParamsApart {
+    pub(crate) method: &'static str,
+    pub(crate) names: [&'static str; 2],
+}
+
+/// The members read apart, in the order of [`ParamsApart::names`] (`None`: absent).
+pub(crate) type Apart = [Option<Value>; 2];
+
+/// [`parse_line`], with the members `apart` names read apart from the params of a request of
+/// its method whose line the crate's reader reads (they come back beside it, and its `params`
+/// hold the others). Otherwise (a batch, a line serde_json reads, a method or an id after the
+/// params, …) `None` beside the message, whose params hold everything.
+pub(crate) fn parse_line_apart(
+    bytes: &[u8],
+    apart: Option<ParamsApart>,
+) -> (Parsed, Option<Apart>) {
+    match classify_envelope(bytes, apart) {
+        Some(Ok((message, apart))) => (Parsed::Single(message), apart),
+        Some(Err(response)) => (Parsed::Invalid(response), None),
+        None => (parse_line_by_value(bytes), None),
     }
 }
 
@@ -266,13 +292,19 @@ pub(crate) fn parse_line(bytes: &[u8]) -> Parsed {
 ///
 /// The line's UTF-8 is checked once, whole, so that neither reader checks each string again; a
 /// line that is not UTF-8 takes the `Value` path, which reports it.
-fn classify_envelope(bytes: &[u8]) -> Option<Result<Message, Response>> {
+///
+/// With `apart`, see [`parse_line_apart`].
+fn classify_envelope(
+    bytes: &[u8],
+    apart: Option<ParamsApart>,
+) -> Option<Result<(Message, Option<Apart>), Response>> {
     let text = crate::json_read::line_text(bytes)?;
-    let envelope = match Envelope::read(text) {
+    let mut envelope = match Envelope::read(text, apart) {
         Some(envelope) => envelope,
         None => Envelope::of(serde_json::from_str::<BTreeMap<&str, Value>>(text).ok()?),
     };
-    Some(classify_members(envelope))
+    let apart = envelope.apart.take();
+    Some(classify_members(envelope).map(|message| (message, apart)))
 }
 
 /// Parses a line that may be a batch through a [`Value`] (the reference the fast path
@@ -338,16 +370,24 @@ impl Members for Map<String, Value> {
 /// `error`), picked out of a top level in one pass over it rather than by a search of the map
 /// per name; any other member is dropped.
 /// A `"jsonrpc": "2.0"` as it nearly always comes is recognised, not built (`version_2`).
+/// The params of a request whose method [`ParamsApart`] names may have members read apart
+/// (`apart`; the params then hold the others).
 #[derive(Default)]
 struct Envelope {
     members: [Option<Value>; 6],
     version_2: bool,
+    apart: Option<Apart>,
 }
+
+/// Where [`Envelope`] keeps `id`, `method` and `params`.
+const ID: usize = 1;
+const METHOD: usize = 2;
+const PARAMS: usize = 3;
 
 impl Envelope {
     /// The envelope read by the crate's own reader (`json_read`), which declines what it does
     /// not read as serde_json would; serde_json then reads the line (`Envelope::of`).
-    fn read(text: &str) -> Option<Envelope> {
+    fn read(text: &str, apart: Option<ParamsApart>) -> Option<Envelope> {
         let mut envelope = Envelope::default();
         crate::json_read::top_level_members(text, |name, mut value| {
             let index = Envelope::index(name);
@@ -359,13 +399,52 @@ impl Envelope {
                     return Some(());
                 }
             }
+            if index == Some(PARAMS) {
+                // The last `params` member decides, whichever way it was read.
+                envelope.apart = None;
+                if let Some(apart) = apart.filter(|a| envelope.method_is(a.method)) {
+                    return envelope.read_params_apart(value, apart);
+                }
+            }
             let value = value.read()?;
             if let Some(i) = index {
                 envelope.members[i] = Some(value);
             }
             Some(())
         })?;
+        // A method, or the lack of an id, that makes members read apart belong elsewhere: the
+        // line is read again by serde_json, params whole.
+        if let (Some(_), Some(apart)) = (&envelope.apart, apart) {
+            if !envelope.method_is(apart.method) || envelope.members[ID].is_none() {
+                return None;
+            }
+        }
         Some(envelope)
+    }
+
+    /// Reads the params (an object, or the reader declines) with the members `apart` names
+    /// apart from the others.
+    fn read_params_apart(&mut self, value: ValueAt<'_, '_>, apart: ParamsApart) -> Option<()> {
+        let mut taken: Apart = [None, None];
+        let mut others = Map::new();
+        value.members(|name, value| {
+            match apart.names.iter().position(|n| *n == name) {
+                Some(i) => taken[i] = Some(value.read()?),
+                None => {
+                    // Of duplicate names the last counts, as in a map.
+                    others.insert(name.to_owned(), value.read()?);
+                }
+            }
+            Some(())
+        })?;
+        self.members[PARAMS] = Some(Value::Object(others));
+        self.apart = Some(taken);
+        Some(())
+    }
+
+    /// Whether the method read so far is `method`.
+    fn method_is(&self, method: &str) -> bool {
+        matches!(&self.members[METHOD], Some(Value::String(m)) if m == method)
     }
 
     fn of(members: BTreeMap<&str, Value>) -> Envelope {
@@ -512,195 +591,5 @@ fn write_response(out: &mut Vec<u8>, response: &Response) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn error_of(bytes: &[u8]) -> (Option<RequestId>, ErrorCode) {
-        let r = Message::from_slice(bytes).unwrap_err();
-        (r.id, r.result.unwrap_err().code)
-    }
-
-    #[test]
-    fn request_notification_and_response_are_told_apart() {
-        let m = Message::from_slice(br#"{"jsonrpc":"2.0","id":"a","method":"m","params":{}}"#);
-        assert!(matches!(m, Ok(Message::Request(_))));
-        let m = Message::from_slice(br#"{"jsonrpc":"2.0","method":"m"}"#);
-        assert!(matches!(m, Ok(Message::Notification(_))));
-        let m = Message::from_slice(br#"{"jsonrpc":"2.0","id":3,"result":{}}"#);
-        assert!(matches!(
-            m,
-            Ok(Message::Response(Response { result: Ok(_), .. }))
-        ));
-        let m = Message::from_slice(
-            br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}"#,
-        );
-        assert!(matches!(
-            m,
-            Ok(Message::Response(Response {
-                id: None,
-                result: Err(_)
-            }))
-        ));
-    }
-
-    #[test]
-    fn invalid_json_and_invalid_utf8_are_parse_errors_with_null_id() {
-        assert_eq!(error_of(b"{"), (None, ErrorCode::PARSE_ERROR));
-        assert_eq!(error_of(b"\"\xff\""), (None, ErrorCode::PARSE_ERROR));
-        assert_eq!(error_of(br#""\ud800""#), (None, ErrorCode::PARSE_ERROR));
-    }
-
-    #[test]
-    fn invalid_requests_keep_their_id_when_it_can_be_read() {
-        let cases: &[(&[u8], Option<RequestId>)] = &[
-            (br#"{"jsonrpc":"2.0","id":5}"#, Some(5.into())),
-            (br#"{"jsonrpc":"1.0","id":5,"method":"m"}"#, Some(5.into())),
-            (br#"{"id":"x","method":"m"}"#, Some("x".into())),
-            (br#"{"jsonrpc":"2.0","id":7,"method":3}"#, Some(7.into())),
-            (
-                br#"{"jsonrpc":"2.0","id":7,"method":"m","params":"s"}"#,
-                Some(7.into()),
-            ),
-            (
-                br#"{"jsonrpc":"2.0","id":7,"result":1,"error":{"code":1,"message":"m"}}"#,
-                Some(7.into()),
-            ),
-            (br#"{"jsonrpc":"2.0","id":{},"method":"m"}"#, None),
-            (br#"{"jsonrpc":"2.0","id":[1],"method":"m"}"#, None),
-            (br#"{"jsonrpc":"2.0","id":true,"method":"m"}"#, None),
-            (br#"{"jsonrpc":"2.0","id":1.5,"method":"m"}"#, None),
-            (br#"{"jsonrpc":"2.0","id":null,"method":"m"}"#, None),
-            (br#"{"jsonrpc":"2.0","method":"m"},"#, None),
-            (b"42", None),
-            (b"null", None),
-            (br#"{"foo":"bar"}"#, None),
-        ];
-        for (line, id) in cases {
-            let r = Message::from_slice(line);
-            let Err(response) = r else {
-                // The trailing-comma case is a parse error, checked separately.
-                panic!("{} was accepted", String::from_utf8_lossy(line));
-            };
-            assert_eq!(&response.id, id, "{}", String::from_utf8_lossy(line));
-        }
-        assert_eq!(
-            error_of(br#"{"jsonrpc":"2.0","id":7,"method":3}"#).1,
-            ErrorCode::INVALID_REQUEST
-        );
-    }
-
-    #[test]
-    fn ids_round_trip_exactly() {
-        for raw in [
-            r#"0"#,
-            r#"-1"#,
-            r#"9007199254740993"#,
-            r#"18446744073709551615"#,
-            r#"-9223372036854775808"#,
-            r#""a\"b\\c\n""#,
-            r#""""#,
-        ] {
-            let line = format!(r#"{{"jsonrpc":"2.0","id":{raw},"method":"m"}}"#);
-            let Ok(Message::Request(r)) = Message::from_slice(line.as_bytes()) else {
-                panic!("{line} not a request");
-            };
-            let out = Message::Response(Response::ok(r.id, json!({}))).to_line();
-            let back: Value = serde_json::from_slice(&out).unwrap();
-            let want: Value = serde_json::from_str(raw).unwrap();
-            assert_eq!(back["id"], want, "{raw}");
-            let text = String::from_utf8(out).unwrap();
-            if !raw.starts_with('"') {
-                assert!(text.contains(&format!("\"id\":{raw}")), "{text}");
-            }
-        }
-    }
-
-    #[test]
-    fn written_lines_have_exactly_one_newline_at_the_end() {
-        let m = Message::Notification(Notification {
-            method: "a\nb".into(),
-            params: Some(json!({"text": "line1\nline2\r\n"})),
-        });
-        let line = m.to_line();
-        assert_eq!(line.iter().filter(|&&b| b == b'\n').count(), 1);
-        assert_eq!(line.last(), Some(&b'\n'));
-        assert_eq!(Message::from_slice(&line[..line.len() - 1]).unwrap(), m);
-    }
-
-    #[test]
-    fn empty_batch_is_one_invalid_request() {
-        let Parsed::Invalid(r) = parse_line(b"[]") else {
-            panic!("empty batch accepted")
-        };
-        assert_eq!(r.id, None);
-        assert_eq!(r.result.unwrap_err().code, ErrorCode::INVALID_REQUEST);
-    }
-
-    #[test]
-    fn batch_elements_are_classified_one_by_one() {
-        let Parsed::Batch(items) = parse_line(
-            br#"[{"jsonrpc":"2.0","id":1,"method":"a"},1,{"jsonrpc":"2.0","method":"n"}]"#,
-        ) else {
-            panic!("not a batch")
-        };
-        assert!(matches!(items[0], Ok(Message::Request(_))));
-        assert!(items[1].is_err());
-        assert!(matches!(items[2], Ok(Message::Notification(_))));
-    }
-
-    #[test]
-    fn the_lazy_envelope_decides_and_words_errors_as_the_value_path() {
-        let lines: &[&[u8]] = &[
-            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}"#,
-            br#"{"jsonrpc":"2.0","id":1,"id":"two","method":"m"}"#,
-            br#"{"jsonrpc":"2.0","method":"a","method":"b","params":[1],"params":{}}"#,
-            br#"{"jsonrpc":"2.0","id":"x","result":1,"result":{"a":2}}"#,
-            br#"{"jsonrpc":"2.0","id":null,"error":{"code":1,"message":"m"}}"#,
-            br#"{"jsonrpc":"2.0","id":7,"error":{"code":1.5,"message":"m"}}"#,
-            br#"{"jsonr\u0070c":"2.0","id":1,"method":"m"}"#,
-            br#"{"jsonrpc":"2\u002e0","id":1,"method":"m\n"}"#,
-            br#"{"jsonrpc":"2.0","id":1,"method":"m","params":"s"}"#,
-            br#"{"jsonrpc":"2.0","id":1,"jsonrpc":"1.0","method":"m"}"#,
-            br#"{"jsonrpc":"1.0","id":1,"jsonrpc":"2.0","method":"m"}"#,
-            br#"{"jsonrpc":"2.0","jsonrpc":null,"method":"m"}"#,
-            br#"{ "jsonrpc" : "2.0" , "method":"m"}"#,
-            br#"{"jsonrpc":"2.0 ","method":"m"}"#,
-            br#"{"jsonrpc":"2.00","method":"m"}"#,
-            br#"{"jsonrpc":2.0,"method":"m"}"#,
-            br#"{"jsonrpc":"2.0"#,
-            br#"{"id":1,"method":"m"}"#,
-            br#"{"jsonrpc":"2.0","id":1.0,"method":"m"}"#,
-            br#"{"jsonrpc":"2.0","id":1,"method":"m"} x"#,
-            br#"{"jsonrpc":"2.0","id":1,"method":"m","#,
-            br#"{"jsonrpc":"2.0","id":1,"method":"\ud800"}"#,
-            br#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"t":"\u00e9\ud83d\ude00"}}"#,
-            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xff\"}",
-            br#"{}"#,
-            br#"[]"#,
-            br#"[{"jsonrpc":"2.0","method":"m"},{"jsonrpc":"2.0","id":2}]"#,
-            b"7",
-            b"",
-        ];
-        for line in lines {
-            assert_eq!(
-                format!("{:?}", parse_line(line)),
-                format!("{:?}", parse_line_by_value(line)),
-                "{}",
-                String::from_utf8_lossy(line)
-            );
-        }
-        // The common case and duplicate names take the lazy path; an escaped name does not.
-        assert!(classify_envelope(lines[0]).is_some());
-        assert!(classify_envelope(lines[1]).is_some());
-        assert!(classify_envelope(lines[6]).is_none());
-    }
-
-    #[test]
-    fn deep_nesting_is_an_error_not_a_stack_overflow() {
-        let mut line = Vec::new();
-        line.extend(std::iter::repeat_n(b'[', 100_000));
-        line.extend(std::iter::repeat_n(b']', 100_000));
-        assert!(matches!(parse_line(&line), Parsed::Invalid(_)));
-    }
-}
+#[path = "message_tests.rs"]
+mod tests;

@@ -21,7 +21,8 @@ use crate::error::Error;
 use crate::id_map::{IdMap, IdSet};
 use crate::line_buffer::{Line, LineBuffer};
 use crate::message::{
-    parse_line, ErrorCode, ErrorObject, Message, Notification, Parsed, RequestId, Response,
+    parse_line_apart, Apart, ErrorCode, ErrorObject, Message, Notification, ParamsApart, Parsed,
+    RequestId, Response,
 };
 use crate::relayed::parse_relayed;
 use crate::responder::{answer_message, CancelToken, Event};
@@ -117,18 +118,30 @@ pub(crate) struct Session {
     /// it came ([`Session::take_raw_line`]), and build params only for the methods this
     /// names (and the cancel method): see [`crate::relayed`].
     pub(crate) relay_lines: Option<fn(&str) -> bool>,
-    /// The line of the message handed out last, when kept.
-    raw_line: Option<Vec<u8>>,
+    /// Members of one method's params the handler takes apart ([`crate::Handler`]'s
+    /// `params_apart`: the MCP layer's `tools/call`), unless it is the cancel method.
+    pub(crate) params_apart: Option<ParamsApart>,
+    /// What was kept of the line of the message handed out last.
+    kept: Option<Kept>,
     /// Whether the input not yet parsed may hold a cancellation (then it is read ahead).
     spotter: CancelSpotter,
 }
 
-/// A message read ahead: the parsed line, its length, and the line itself when kept.
+/// A message read ahead: the parsed line, its length, and what is kept of the line.
 #[derive(Debug)]
 pub(crate) struct ReadAhead {
     pub(crate) parsed: Parsed,
     bytes: usize,
-    raw: Option<Vec<u8>>,
+    kept: Option<Kept>,
+}
+
+/// What is kept of a message's line for the handler.
+#[derive(Debug)]
+enum Kept {
+    /// The whole line, for a relay ([`Session::take_raw_line`]).
+    Line(Vec<u8>),
+    /// The members of its params read apart ([`Session::take_params_apart`]).
+    Apart(Apart),
 }
 
 impl Session {
@@ -162,7 +175,8 @@ impl Session {
             diagnostics: Diagnostics::new(limits.log_bad_input),
             max_message_bytes: limits.max_message_bytes,
             relay_lines: None,
-            raw_line: None,
+            params_apart: None,
+            kept: None,
             spotter: CancelSpotter::default(),
         }
     }
@@ -372,14 +386,32 @@ impl Session {
             }
             None => self.parse_next_line()?,
         };
-        self.raw_line = next.raw;
+        self.kept = next.kept;
         Some(next.parsed)
     }
 
     /// The line of the single message [`Session::next_parsed`] handed out last, as it came
     /// (without its newline), if lines are kept.
     pub(crate) fn take_raw_line(&mut self) -> Option<Vec<u8>> {
-        self.raw_line.take()
+        match self.kept.take()? {
+            Kept::Line(line) => Some(line),
+            kept @ Kept::Apart(_) => {
+                self.kept = Some(kept);
+                None
+            }
+        }
+    }
+
+    /// The members read apart from the params of the single message [`Session::next_parsed`]
+    /// handed out last, when they were.
+    pub(crate) fn take_params_apart(&mut self) -> Option<Apart> {
+        match self.kept.take()? {
+            Kept::Apart(apart) => Some(apart),
+            kept @ Kept::Line(_) => {
+                self.kept = Some(kept);
+                None
+            }
+        }
     }
 
     /// Whether the next message is a line of more than `bytes` waiting, complete, in the line
@@ -550,12 +582,18 @@ impl Session {
             self.lines.next_line()
         }?;
         let mut length = self.max_message_bytes;
-        let mut raw = None;
+        let mut kept = None;
         let parsed = match line {
             Line::Complete(bytes) => {
                 length = bytes.len();
                 let parsed = match self.relay_lines {
-                    None => parse_line(bytes),
+                    None => {
+                        let cancel = self.cancel_method.as_deref();
+                        let apart = self.params_apart.filter(|a| Some(a.method) != cancel);
+                        let (parsed, apart) = parse_line_apart(bytes, apart);
+                        kept = apart.map(Kept::Apart);
+                        parsed
+                    }
                     Some(needs_params) => parse_relayed(bytes, |method| {
                         needs_params(method) || Some(method) == self.cancel_method.as_deref()
                     }),
@@ -564,7 +602,7 @@ impl Session {
                     // Room for the newline the relay adds.
                     let mut line = Vec::with_capacity(bytes.len() + 1);
                     line.extend_from_slice(bytes);
-                    raw = Some(line);
+                    kept = Some(Kept::Line(line));
                 }
                 if let Parsed::Invalid(response) = &parsed {
                     self.stats.bad_messages += 1;
@@ -599,7 +637,7 @@ impl Session {
         Some(ReadAhead {
             parsed,
             bytes: length,
-            raw,
+            kept,
         })
     }
 

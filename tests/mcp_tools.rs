@@ -125,6 +125,38 @@ fn unknown_tools_and_malformed_calls_are_invalid_params() {
 }
 
 #[test]
+fn a_call_read_apart_is_answered_as_one_read_whole() {
+    // The loop reads a plainly written `tools/call`'s name and arguments apart from its params;
+    // with the method after the params it reads them whole. The answers must not differ.
+    let mut demo = ready();
+    let params = [
+        json!({ "name": "echo", "arguments": { "text": "a \"quoted\" \u{e9}" } }),
+        json!({ "arguments": { "text": "first" }, "name": "echo", "_meta": { "progressToken": 1 } }),
+        json!({ "name": "echo", "arguments": { "text": 5 } }),
+        json!({ "name": "echo", "arguments": [1] }),
+        json!({ "name": "echo", "arguments": null }),
+        json!({ "name": ["echo"] }),
+        json!({ "arguments": {} }),
+        json!({}),
+        json!({ "name": "fail", "arguments": { "message": "m" }, "task": { "ttl": 1000 } }),
+        json!({ "name": "no-such-tool" }),
+    ];
+    for (n, params) in (0i64..).zip(params) {
+        let apart = 100 + 2 * n;
+        let whole = apart + 1;
+        demo.request(apart, "tools/call", params.clone());
+        let line =
+            format!(r#"{{"jsonrpc":"2.0","id":{whole},"params":{params},"method":"tools/call"}}"#);
+        demo.write_raw(format!("{line}\n").as_bytes());
+        let mut first = demo.response(apart);
+        let mut second = demo.response(whole);
+        first["id"] = json!(0);
+        second["id"] = json!(0);
+        assert_eq!(first, second, "{params}");
+    }
+}
+
+#[test]
 fn a_hundred_tool_errors_and_panics_leave_the_server_alive() {
     let mut demo = ready();
     for i in 0..100 {

@@ -36,7 +36,9 @@ use crate::mcp::resource::{Resource, ResourceContents, ResourceTemplate};
 use crate::mcp::tasks::{TaskEvent, TaskStore};
 use crate::mcp::tool::{Tool, ToolError, ToolResult};
 use crate::mcp::MODERN_PROTOCOL_VERSIONS;
-use crate::message::{ErrorObject, Message, Notification, Request, RequestId, Response};
+use crate::message::{
+    ErrorObject, Message, Notification, ParamsApart, Request, RequestId, Response,
+};
 use crate::server::Server;
 use crate::worker_pool::WorkerPool;
 
@@ -48,6 +50,8 @@ mod handshake;
 mod methods;
 mod tasks;
 
+#[cfg(feature = "internals")]
+pub(crate) use calls::TOOL_CALL_APART;
 use calls::{child_context, Announced};
 use handshake::Listener;
 pub(crate) use handshake::Session;
@@ -566,6 +570,9 @@ impl<S: 'static> Handler for McpServer<S> {
         // instead of copying them.
         let Request { id, method, params } = request;
         let method = method.as_str();
+        // A `tools/call` read the common way comes with its name and arguments apart (see
+        // `params_apart`); its `params` hold the other members.
+        let apart = cx.take_params_apart();
         let mut params = match params {
             None => Map::new(),
             Some(Value::Object(map)) => map,
@@ -576,11 +583,11 @@ impl<S: 'static> Handler for McpServer<S> {
             }
         };
         if self.session.version.is_some() {
-            return self.handle_legacy(&id, method, &mut params, cx);
+            return self.handle_legacy(&id, method, &mut params, apart, cx);
         }
         if era::claims_modern(&params) || era::has_envelope_keys(&params) {
             let envelope = era::parse(&params)?;
-            return self.handle_modern(&id, method, &mut params, envelope, cx);
+            return self.handle_modern(&id, method, &mut params, apart, envelope, cx);
         }
         match method {
             "ping" => Ok(json!({})),
@@ -669,5 +676,9 @@ impl<S: 'static> Handler for McpServer<S> {
     fn is_cancellable(&self, request: &Request) -> bool {
         // MCP: `initialize` must never be cancelled.
         request.method != "initialize"
+    }
+
+    fn params_apart(&self) -> Option<ParamsApart> {
+        Some(calls::TOOL_CALL_APART)
     }
 }

@@ -17,7 +17,7 @@ use crate::mcp::logging::LogLevel;
 use crate::mcp::prompt::PromptMessage;
 use crate::mcp::resource::{Resource, ResourceContents, RESOURCE_NOT_FOUND};
 use crate::mcp::tool::{ToolError, ToolResult};
-use crate::message::ErrorObject;
+use crate::message::{Apart, ErrorObject, ParamsApart};
 use crate::worker_pool::WorkerPool;
 
 /// The most values a `completion/complete` result may hold (the spec's limit).
@@ -55,9 +55,22 @@ fn handler_answer(
     }
 }
 
+/// A `tools/call`'s `name` and `arguments`, in this order, read apart from its params as its
+/// line is read ([`crate::Handler`]'s `params_apart`): neither the params object holding them
+/// nor their names are built, and the call looks neither up.
+pub(crate) const TOOL_CALL_APART: ParamsApart = ParamsApart {
+    method: "tools/call",
+    names: ["name", "arguments"],
+};
+
 /// The `name` of a `tools/call` or `prompts/get`.
 fn call_name<'p>(params: &'p Map<String, Value>, method: &str) -> Result<&'p str, ErrorObject> {
-    params.get("name").and_then(Value::as_str).ok_or_else(|| {
+    string_name(params.get("name"), method)
+}
+
+/// A call's `name` member, which must be a string.
+fn string_name<'v>(name: Option<&'v Value>, method: &str) -> Result<&'v str, ErrorObject> {
+    name.and_then(Value::as_str).ok_or_else(|| {
         ErrorObject::invalid_params(format!("invalid params: {method} needs a string \"name\""))
     })
 }
@@ -164,13 +177,21 @@ impl<S: 'static> McpServer<S> {
     pub(super) fn call_tool(
         &mut self,
         params: &mut Map<String, Value>,
+        mut apart: Option<Apart>,
         scope: &Scope,
         cx: &mut Context<'_>,
     ) -> Result<Value, ErrorObject> {
-        // The arguments are moved out of `params` (the request's own), never copied; `take`
-        // leaves `null` rather than removing the member, which would rebalance the map.
-        let arguments = params.get_mut("arguments").map(Value::take);
-        let name = call_name(params, "tools/call")?;
+        // The arguments are moved out of the params (the request's own), never copied; `take`
+        // leaves `null` rather than removing the member, which would rebalance the map. Read
+        // apart (`TOOL_CALL_APART`), name and arguments are not in `params`.
+        let arguments = match &mut apart {
+            Some([_, arguments]) => arguments.take(),
+            None => params.get_mut("arguments").map(Value::take),
+        };
+        let name = match &apart {
+            Some([name, _]) => string_name(name.as_ref(), "tools/call")?,
+            None => call_name(params, "tools/call")?,
+        };
         let arguments = arguments_object(arguments, "tools/call")?;
         let Some((tool, run)) = self.tools.iter_mut().find(|(t, _)| t.name() == name) else {
             return Err(ErrorObject::invalid_params(format!("unknown tool: {name}"))

@@ -10,7 +10,7 @@ use crate::handler::Context;
 use crate::mcp::context::Scope;
 use crate::mcp::era::{self, Envelope};
 use crate::mcp::resource::RESOURCE_NOT_FOUND;
-use crate::message::{ErrorCode, ErrorObject, RequestId};
+use crate::message::{Apart, ErrorCode, ErrorObject, RequestId};
 
 /// In which era a method exists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,13 +131,14 @@ impl<S: 'static> McpServer<S> {
         id: &RequestId,
         method: &str,
         params: &mut Map<String, Value>,
+        apart: Option<Apart>,
         cx: &mut Context<'_>,
     ) -> Result<Value, ErrorObject> {
         if !method_exists(method, Some(false)) {
             return Err(ErrorObject::method_not_found(method));
         }
         let scope = self.session.take_scope();
-        let result = self.serve_method(id, method, params, &scope, cx);
+        let result = self.serve_method(id, method, params, apart, &scope, cx);
         self.session.return_scope(scope);
         result
     }
@@ -149,6 +150,7 @@ impl<S: 'static> McpServer<S> {
         id: &RequestId,
         method: &str,
         params: &mut Map<String, Value>,
+        apart: Option<Apart>,
         envelope: Envelope,
         cx: &mut Context<'_>,
     ) -> Result<Value, ErrorObject> {
@@ -164,7 +166,7 @@ impl<S: 'static> McpServer<S> {
             client_info: envelope.client_info,
             log_level: envelope.log_level,
         };
-        let mut result = self.serve_method(id, method, params, &scope, cx)?;
+        let mut result = self.serve_method(id, method, params, apart, &scope, cx)?;
         // An open stream's acknowledgement is not a result. (The `Null` of a call answered on a
         // worker is left as it is: `modern_result` completes objects only, and the worker
         // completes its own answer.)
@@ -177,12 +179,13 @@ impl<S: 'static> McpServer<S> {
 
     /// The one method table of both eras, once the era's checks are done: what each method
     /// does, given what was registered. A method of a capability this server did not declare
-    /// is `-32601`.
+    /// is `-32601`. `apart`: a `tools/call`'s name and arguments, read apart from `params`.
     pub(super) fn serve_method(
         &mut self,
         id: &RequestId,
         method: &str,
         params: &mut Map<String, Value>,
+        apart: Option<Apart>,
         scope: &Scope,
         cx: &mut Context<'_>,
     ) -> Result<Value, ErrorObject> {
@@ -200,7 +203,7 @@ impl<S: 'static> McpServer<S> {
                 let items = self.tools.iter().map(|(t, _)| t.to_value()).collect();
                 page(items, params, "tools", size)
             }
-            "tools/call" if tools => self.call_tool(params, scope, cx),
+            "tools/call" if tools => self.call_tool(params, apart, scope, cx),
             "resources/list" if resources => {
                 let items = self.resources.iter().map(|(r, _)| r.to_value()).collect();
                 page(items, params, "resources", size)
