@@ -299,12 +299,13 @@ fn classify_envelope(
     apart: Option<ParamsApart>,
 ) -> Option<Result<(Message, Option<Apart>), Response>> {
     let text = crate::json_read::line_text(bytes)?;
-    let mut envelope = match Envelope::read(text, apart) {
-        Some(envelope) => envelope,
-        None => Envelope::of(serde_json::from_str::<BTreeMap<&str, Value>>(text).ok()?),
-    };
+    // Read in place, not returned (see `Reader::value_into`).
+    let mut envelope = Envelope::default();
+    if envelope.read(text, apart).is_none() {
+        envelope = Envelope::of(serde_json::from_str::<BTreeMap<&str, Value>>(text).ok()?);
+    }
     let apart = envelope.apart.take();
-    Some(classify_members(envelope).map(|message| (message, apart)))
+    Some(classify_members(&mut envelope).map(|message| (message, apart)))
 }
 
 /// Parses a line that may be a batch through a [`Value`] (the reference the fast path
@@ -385,10 +386,11 @@ const METHOD: usize = 2;
 const PARAMS: usize = 3;
 
 impl Envelope {
-    /// The envelope read by the crate's own reader (`json_read`), which declines what it does
-    /// not read as serde_json would; serde_json then reads the line (`Envelope::of`).
-    fn read(text: &str, apart: Option<ParamsApart>) -> Option<Envelope> {
-        let mut envelope = Envelope::default();
+    /// Reads the envelope (`self` is empty) with the crate's own reader (`json_read`), which
+    /// declines what it does not read as serde_json would; serde_json then reads the line
+    /// (`Envelope::of`). Each value is read in its place.
+    fn read(&mut self, text: &str, apart: Option<ParamsApart>) -> Option<()> {
+        let envelope = self;
         crate::json_read::top_level_members(text, |name, mut value| {
             let index = Envelope::index(name);
             if index == Some(0) {
@@ -406,11 +408,10 @@ impl Envelope {
                     return envelope.read_params_apart(value, apart);
                 }
             }
-            let value = value.read()?;
-            if let Some(i) = index {
-                envelope.members[i] = Some(value);
+            match index {
+                Some(i) => value.read_into(envelope.members[i].insert(Value::Null)),
+                None => value.read().map(drop),
             }
-            Some(())
         })?;
         // A method, or the lack of an id, that makes members read apart belong elsewhere: the
         // line is read again by serde_json, params whole.
@@ -419,27 +420,24 @@ impl Envelope {
                 return None;
             }
         }
-        Some(envelope)
+        Some(())
     }
 
     /// Reads the params (an object, or the reader declines) with the members `apart` names
     /// apart from the others.
     fn read_params_apart(&mut self, value: ValueAt<'_, '_>, apart: ParamsApart) -> Option<()> {
-        let mut taken: Apart = [None, None];
-        let mut others = Map::new();
+        let taken = self.apart.insert([None, None]);
+        let Value::Object(others) = self.members[PARAMS].insert(Value::Object(Map::new())) else {
+            return None; // Not reached: just written.
+        };
         value.members(|name, value| {
-            match apart.names.iter().position(|n| *n == name) {
-                Some(i) => taken[i] = Some(value.read()?),
-                None => {
-                    // Of duplicate names the last counts, as in a map.
-                    others.insert(name.to_owned(), value.read()?);
-                }
-            }
-            Some(())
-        })?;
-        self.members[PARAMS] = Some(Value::Object(others));
-        self.apart = Some(taken);
-        Some(())
+            // Of duplicate names the last counts, as in a map.
+            let slot = match apart.names.iter().position(|n| *n == name) {
+                Some(i) => taken[i].insert(Value::Null),
+                None => others.entry(name).or_insert(Value::Null),
+            };
+            value.read_into(slot)
+        })
     }
 
     /// Whether the method read so far is `method`.
@@ -484,11 +482,11 @@ fn classify(value: Value) -> Result<Message, Response> {
     let Value::Object(obj) = value else {
         return Err(invalid(None, "a message must be a JSON object"));
     };
-    classify_members(obj)
+    classify_members(&mut { obj })
 }
 
 /// Classifies the members of one JSON object as a message.
-fn classify_members(mut obj: impl Members) -> Result<Message, Response> {
+fn classify_members(obj: &mut impl Members) -> Result<Message, Response> {
     // The id is recovered first, so that every later complaint can carry it.
     let id = match obj.member("id") {
         None => None,
