@@ -422,7 +422,7 @@ impl<'a> Context<'a> {
 
     /// The members of the params of the message being handled that were read apart
     /// ([`Handler::params_apart`]); `None` when its params are whole.
-    pub(crate) fn take_params_apart(&mut self) -> Option<crate::message::Apart> {
+    pub(crate) fn take_params_apart(&mut self) -> Option<Box<crate::message::Apart>> {
         self.conn.session.take_params_apart()
     }
 

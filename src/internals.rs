@@ -149,7 +149,7 @@ pub fn classify_apart(line: &[u8]) -> Classified {
         (Parsed::Single(mut message), taken) => {
             if let (Message::Request(request), Some(taken)) = (&mut message, taken) {
                 if let Some(Value::Object(params)) = &mut request.params {
-                    for (name, value) in apart.names.iter().zip(taken) {
+                    for (name, value) in apart.names.iter().zip(*taken) {
                         if let Some(value) = value {
                             params.insert((*name).to_owned(), value);
                         }

@@ -2,7 +2,8 @@
 //! built as the `Value`s serde_json builds, with none of its per-token machinery (a third of
 //! a small request's instructions). It declines (`None`) whatever it does not read exactly as
 //! serde_json does: the caller then asks serde_json, which decides and words every error. The
-//! `message` fuzz target checks the result against the `Value` path.
+//! `message` fuzz target checks the result against the `Value` path. Each value is built where
+//! it is kept (a map's slot, an envelope's member), never returned and then moved.
 //!
 //! A relay that only routes what it forwards (`mcpipe wrap`) reads a line with the same
 //! grammar but builds nothing: [`top_level_spans`] gives each member's value as text.

@@ -205,7 +205,7 @@ fn put_back(line: &str) -> (String, bool) {
         let Some(Value::Object(params)) = &mut request.params else {
             panic!("params read apart are an object: {line}");
         };
-        for (name, value) in CALL.names.iter().zip(apart) {
+        for (name, value) in CALL.names.iter().zip(*apart) {
             if let Some(value) = value {
                 params.insert((*name).to_owned(), value);
             }
@@ -270,11 +270,12 @@ fn members_read_apart_put_back_give_the_params_parse_line_gives() {
 #[test]
 fn members_read_apart_leave_the_others_in_the_params() {
     let line = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"e","arguments":{"t":1},"_meta":{}}}"#;
-    let (Parsed::Single(Message::Request(request)), Some([name, arguments])) =
+    let (Parsed::Single(Message::Request(request)), Some(apart)) =
         parse_line_apart(line, Some(CALL))
     else {
         panic!("read apart");
     };
+    let [name, arguments] = *apart;
     assert_eq!(request.params, Some(json!({"_meta": {}})));
     assert_eq!(name, Some(json!("e")));
     assert_eq!(arguments, Some(json!({"t": 1})));

@@ -141,7 +141,7 @@ enum Kept {
     /// The whole line, for a relay ([`Session::take_raw_line`]).
     Line(Vec<u8>),
     /// The members of its params read apart ([`Session::take_params_apart`]).
-    Apart(Apart),
+    Apart(Box<Apart>),
 }
 
 impl Session {
@@ -404,7 +404,7 @@ impl Session {
 
     /// The members read apart from the params of the single message [`Session::next_parsed`]
     /// handed out last, when they were.
-    pub(crate) fn take_params_apart(&mut self) -> Option<Apart> {
+    pub(crate) fn take_params_apart(&mut self) -> Option<Box<Apart>> {
         match self.kept.take()? {
             Kept::Apart(apart) => Some(apart),
             kept @ Kept::Line(_) => {

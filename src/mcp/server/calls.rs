@@ -177,18 +177,18 @@ impl<S: 'static> McpServer<S> {
     pub(super) fn call_tool(
         &mut self,
         params: &mut Map<String, Value>,
-        mut apart: Option<Apart>,
+        mut apart: Option<Box<Apart>>,
         scope: &Scope,
         cx: &mut Context<'_>,
     ) -> Result<Value, ErrorObject> {
         // The arguments are moved out of the params (the request's own), never copied; `take`
         // leaves `null` rather than removing the member, which would rebalance the map. Read
         // apart (`TOOL_CALL_APART`), name and arguments are not in `params`.
-        let arguments = match &mut apart {
+        let arguments = match apart.as_deref_mut() {
             Some([_, arguments]) => arguments.take(),
             None => params.get_mut("arguments").map(Value::take),
         };
-        let name = match &apart {
+        let name = match apart.as_deref() {
             Some([name, _]) => string_name(name.as_ref(), "tools/call")?,
             None => call_name(params, "tools/call")?,
         };

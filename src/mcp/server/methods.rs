@@ -131,7 +131,7 @@ impl<S: 'static> McpServer<S> {
         id: &RequestId,
         method: &str,
         params: &mut Map<String, Value>,
-        apart: Option<Apart>,
+        apart: Option<Box<Apart>>,
         cx: &mut Context<'_>,
     ) -> Result<Value, ErrorObject> {
         if !method_exists(method, Some(false)) {
@@ -150,7 +150,7 @@ impl<S: 'static> McpServer<S> {
         id: &RequestId,
         method: &str,
         params: &mut Map<String, Value>,
-        apart: Option<Apart>,
+        apart: Option<Box<Apart>>,
         envelope: Envelope,
         cx: &mut Context<'_>,
     ) -> Result<Value, ErrorObject> {
@@ -185,7 +185,7 @@ impl<S: 'static> McpServer<S> {
         id: &RequestId,
         method: &str,
         params: &mut Map<String, Value>,
-        apart: Option<Apart>,
+        apart: Option<Box<Apart>>,
         scope: &Scope,
         cx: &mut Context<'_>,
     ) -> Result<Value, ErrorObject> {
