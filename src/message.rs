@@ -267,6 +267,10 @@ pub struct ParamsApart {
 /// The members read apart, in the order of [`ParamsApart::names`] (`None`: absent).
 pub(crate) type Apart = [Option<Value>; 2];
 
+/// A message with the members of its params read apart (when they were), or the error
+/// response its line gets.
+type ReadMessage = Result<(Message, Option<Box<Apart>>), Response>;
+
 /// [`parse_line`], with the members `apart` names read apart from the params of a request of
 /// its method whose line the crate's reader reads (they come back beside it, and its `params`
 /// hold the others). Otherwise (a batch, a line serde_json reads, a method or an id after the
@@ -297,7 +301,7 @@ pub(crate) fn parse_line_apart(
 fn classify_envelope(
     bytes: &[u8],
     apart: Option<ParamsApart>,
-) -> Option<Result<(Message, Option<Box<Apart>>), Response>> {
+) -> Option<ReadMessage> {
     let text = crate::json_read::line_text(bytes)?;
     // Read in place, not returned (see `Reader::value_into`).
     let mut envelope = Envelope::default();
