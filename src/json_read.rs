@@ -267,6 +267,7 @@ impl<'a> Reader<'a> {
 
     /// The rest of a string without escapes, borrowed (its opening quote consumed); `None` at
     /// an escape or a control character.
+    #[inline(always)]
     fn plain_str(&mut self) -> Option<&'a str> {
         let start = self.pos;
         let end = start + clean_len(&self.bytes()[start..]);
