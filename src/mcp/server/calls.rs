@@ -507,6 +507,7 @@ impl<S: 'static> McpServer<S> {
 
 /// The inputs of this round: parsed from the request under 2026-07-28, none in the handshake
 /// era (where a call has one round and inputs are asked for live).
+#[inline]
 pub(super) fn rounds_for(
     scope: &Scope,
     params: &Map<String, Value>,
@@ -562,6 +563,7 @@ pub(super) fn child_context<'b>(cx: &'b mut Context<'_>) -> Context<'b> {
     cx.reborrow()
 }
 
+#[inline]
 pub(super) fn progress_token(params: &Map<String, Value>) -> Option<Value> {
     params
         .get("_meta")
