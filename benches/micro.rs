@@ -205,6 +205,19 @@ mod parse {
             .bench(|| check(mcpipe::internals::classify(black_box(&line))));
     }
 
+    /// The MCP server's parse: a `tools/call`'s name and arguments read apart from its params,
+    /// whose object and two names are never built.
+    #[divan::bench(consts = [100, 100_000])]
+    fn call_apart<const TEXT: usize>(bencher: Bencher<'_, '_>) {
+        let line = call::<TEXT>();
+        bencher.counter(BytesCount::of_slice(&line)).bench(|| {
+            let (classified, apart) = mcpipe::internals::classify_call(black_box(&line));
+            assert!(apart.is_some(), "read apart");
+            black_box(apart);
+            check(classified);
+        });
+    }
+
     /// The `Value` path it replaced (still taken for batches, escaped names and errors).
     #[divan::bench(consts = [100, 100_000])]
     fn value_path<const TEXT: usize>(bencher: Bencher<'_, '_>) {

@@ -140,13 +140,24 @@ pub fn classify_by_value(line: &[u8]) -> Classified {
     }
 }
 
-/// Classifies one line as the loop does for the MCP layer, a `tools/call`'s `name` and
-/// `arguments` read apart from its params, then put back into them: the outcome must be
-/// [`classify`]'s (the `message` fuzz target checks it).
+/// Classifies one line as the loop does for the MCP layer: a `tools/call`'s `name` and
+/// `arguments` read apart from its params, beside the message (when they were).
+pub fn classify_call(line: &[u8]) -> (Classified, Option<Box<[Option<Value>; 2]>>) {
+    let (parsed, taken) = parse_line_apart(line, Some(crate::mcp::server::TOOL_CALL_APART));
+    let classified = match parsed {
+        Parsed::Single(message) => Classified::Single(Ok(message)),
+        Parsed::Invalid(response) => Classified::Single(Err(response)),
+        Parsed::Batch(items) => Classified::Batch(items),
+    };
+    (classified, taken)
+}
+
+/// [`classify_call`] with the members read apart put back into the params: the outcome must
+/// be [`classify`]'s (the `message` fuzz target checks it).
 pub fn classify_apart(line: &[u8]) -> Classified {
     let apart = crate::mcp::server::TOOL_CALL_APART;
-    match parse_line_apart(line, Some(apart)) {
-        (Parsed::Single(mut message), taken) => {
+    match classify_call(line) {
+        (Classified::Single(Ok(mut message)), taken) => {
             if let (Message::Request(request), Some(taken)) = (&mut message, taken) {
                 if let Some(Value::Object(params)) = &mut request.params {
                     for (name, value) in apart.names.iter().zip(*taken) {
@@ -158,8 +169,7 @@ pub fn classify_apart(line: &[u8]) -> Classified {
             }
             Classified::Single(Ok(message))
         }
-        (Parsed::Invalid(response), _) => Classified::Single(Err(response)),
-        (Parsed::Batch(items), _) => Classified::Batch(items),
+        (classified, _) => classified,
     }
 }
 

@@ -298,10 +298,7 @@ pub(crate) fn parse_line_apart(
 /// line that is not UTF-8 takes the `Value` path, which reports it.
 ///
 /// With `apart`, see [`parse_line_apart`].
-fn classify_envelope(
-    bytes: &[u8],
-    apart: Option<ParamsApart>,
-) -> Option<ReadMessage> {
+fn classify_envelope(bytes: &[u8], apart: Option<ParamsApart>) -> Option<ReadMessage> {
     let text = crate::json_read::line_text(bytes)?;
     // Read in place, not returned (see `Reader::value_into`).
     let mut envelope = Envelope::default();
