@@ -13,16 +13,18 @@ use std::io::{Read, Write};
 use std::os::fd::AsFd;
 use std::thread;
 
-use mcpipe::internals::{self, Classified, LineSplitter, Oversize};
-use mcpipe::{
-    Context, ErrorCode, ErrorObject, Handler, Message, Outcome, Request, Response, Server,
-};
+use mcpipe::internals::{LineSplitter, Oversize};
+use mcpipe::{Context, ErrorCode, ErrorObject, Handler, Outcome, Request, Server};
 use serde_json::{Map, Value};
 
 #[path = "client_properties.rs"]
 mod client_properties;
 #[allow(unused_imports)] // Each includer uses some of them.
 pub(crate) use client_properties::{client_responses, client_session};
+#[path = "message_properties.rs"]
+mod message_properties;
+#[allow(unused_imports)] // The replay test and the `message` target use it.
+pub(crate) use message_properties::message;
 #[path = "session_properties.rs"]
 mod session_properties;
 #[allow(unused_imports)] // Only the replay test and the `server_session` target use it.
@@ -193,151 +195,7 @@ fn is_error_object(e: &Value) -> bool {
     e.get("code").is_some_and(Value::is_i64) && e.get("message").is_some_and(Value::is_string)
 }
 
-/// `message`: any line classifies without panicking, as the rules say; every error response is
-/// a valid JSON-RPC 2.0 error with the right id; accepted messages survive write → parse →
-/// write unchanged.
-pub(crate) fn message(line: &[u8]) {
-    let classified = internals::classify(line);
-    // The lazy envelope decides, and words every error, exactly as a `Value` for the whole line.
-    assert!(
-        same_classification(&classified, &internals::classify_by_value(line)),
-        "the lazy envelope and the Value path disagree on {:?}",
-        String::from_utf8_lossy(line)
-    );
-    // The MCP layer's reading, a call's name and arguments apart, put back: the same again.
-    assert!(
-        same_classification(&classified, &internals::classify_apart(line)),
-        "reading a call's members apart changed {:?}",
-        String::from_utf8_lossy(line)
-    );
-    check_relayed(line);
-    check_scan(line);
-    let single = |c: Classified| match c {
-        Classified::Single(r) => r,
-        Classified::Batch(items) => panic!("a non-array line was classified as a batch {items:?}"),
-    };
-    match serde_json::from_slice::<Value>(line) {
-        Err(_) => {
-            let response = single(classified).expect_err("bytes that are not JSON were accepted");
-            check_error_response(&response, ErrorCode::PARSE_ERROR, &Value::Null);
-        }
-        Ok(Value::Array(items)) if items.is_empty() => {
-            let response = single(classified).expect_err("an empty batch was accepted");
-            check_error_response(&response, ErrorCode::INVALID_REQUEST, &Value::Null);
-        }
-        Ok(Value::Array(items)) => {
-            let Classified::Batch(got) = classified else {
-                panic!("an array was not classified as a batch");
-            };
-            assert_eq!(got.len(), items.len(), "a batch lost or gained elements");
-            for (item, got) in items.iter().zip(got) {
-                check_classified(item, got);
-            }
-        }
-        Ok(value) => check_classified(&value, single(classified)),
-    }
-}
-
-/// What the relay's quick scan accepts, serde_json accepts, with the same members.
-fn check_scan(line: &[u8]) {
-    let Some(members) = internals::scan_members(line) else {
-        return;
-    };
-    let Ok(Value::Object(object)) = serde_json::from_slice::<Value>(line) else {
-        panic!(
-            "the scan accepted what serde_json refuses: {:?}",
-            String::from_utf8_lossy(line)
-        );
-    };
-    let mut last = Map::new();
-    for (name, text) in &members {
-        let value: Value = serde_json::from_str(text)
-            .unwrap_or_else(|e| panic!("a member's text {text:?} is not JSON: {e}"));
-        last.insert(name.clone(), value);
-    }
-    assert_eq!(last, object, "the scan found other members");
-}
-
-/// A relay's reading of a line is the loop's, but for params it leaves in the line.
-fn check_relayed(line: &[u8]) {
-    let without_params = |c: Classified| match c {
-        Classified::Single(Ok(Message::Request(mut r))) => {
-            r.params = None;
-            Classified::Single(Ok(Message::Request(r)))
-        }
-        Classified::Single(Ok(Message::Notification(mut n))) => {
-            n.params = None;
-            Classified::Single(Ok(Message::Notification(n)))
-        }
-        other => other,
-    };
-    let relayed = without_params(internals::classify_relayed(line));
-    let full = without_params(internals::classify(line));
-    assert!(
-        same_classification(&relayed, &full),
-        "a relay reads {:?} otherwise: {relayed:?} against {full:?}",
-        String::from_utf8_lossy(line)
-    );
-}
-
-fn same_classification(a: &Classified, b: &Classified) -> bool {
-    match (a, b) {
-        (Classified::Single(a), Classified::Single(b)) => a == b,
-        (Classified::Batch(a), Classified::Batch(b)) => a == b,
-        _ => false,
-    }
-}
-
-fn check_classified(value: &Value, got: Result<Message, Response>) {
-    let want = expect(value);
-    match (&want, got) {
-        (Expect::Invalid { id }, Err(response)) => {
-            check_error_response(&response, ErrorCode::INVALID_REQUEST, id);
-        }
-        (Expect::Request { id, method, params }, Ok(Message::Request(r))) => {
-            assert_eq!(&r.id.to_value(), id, "request id changed");
-            assert_eq!(&r.method, method, "request method changed");
-            assert_eq!(&r.params, params, "request params changed");
-            check_round_trip(&Message::Request(r));
-        }
-        (Expect::Notification { method, params }, Ok(Message::Notification(n))) => {
-            assert_eq!(&n.method, method, "notification method changed");
-            assert_eq!(&n.params, params, "notification params changed");
-            check_round_trip(&Message::Notification(n));
-        }
-        (Expect::Response { id, ok }, Ok(Message::Response(r))) => {
-            let got_id = r.id.as_ref().map_or(Value::Null, |i| i.to_value());
-            assert_eq!(&got_id, id, "response id changed");
-            assert_eq!(r.result.is_ok(), *ok, "result and error swapped");
-            check_round_trip(&Message::Response(r));
-        }
-        (want, got) => panic!("{value} was classified as {got:?}; the rules say {want:?}"),
-    }
-}
-
-/// A written line is compact JSON with exactly one `\n`, at its end.
-fn check_line_shape(line: &[u8]) {
-    assert_eq!(
-        line.last(),
-        Some(&b'\n'),
-        "a written line lacks its newline"
-    );
-    assert_eq!(
-        line.iter().filter(|&&b| b == b'\n').count(),
-        1,
-        "a written line holds a raw newline"
-    );
-}
-
-/// An error response is `{"jsonrpc":"2.0","id":<id>,"error":{"code":<code>,"message":<string>}}`.
-fn check_error_response(response: &Response, code: ErrorCode, id: &Value) {
-    let line = Message::Response(response.clone()).to_line();
-    check_line_shape(&line);
-    let value: Value = serde_json::from_slice(&line).expect("an error response is not JSON");
-    check_error_value(&value, code, id);
-}
-
-fn check_error_value(value: &Value, code: ErrorCode, id: &Value) {
+pub(crate) fn check_error_value(value: &Value, code: ErrorCode, id: &Value) {
     let obj = value
         .as_object()
         .expect("an error response is not an object");
@@ -358,60 +216,6 @@ fn check_error_value(value: &Value, code: ErrorCode, id: &Value) {
         error["message"].is_string(),
         "message is not a string: {value}"
     );
-}
-
-/// What serde_json writes for the message, member by member in the crate's order: the crate
-/// writes JSON text itself (for speed), and must give these bytes.
-fn reference_line(message: &Message) -> Vec<u8> {
-    let json = |v: &Value| serde_json::to_string(v).expect("a Value into a String");
-    let mut line = String::from("{\"jsonrpc\":\"2.0\"");
-    match message {
-        Message::Request(r) => {
-            line += &format!(
-                ",\"id\":{},\"method\":{}",
-                json(&r.id.to_value()),
-                json(&r.method.as_str().into())
-            );
-            if let Some(p) = &r.params {
-                line += &format!(",\"params\":{}", json(p));
-            }
-        }
-        Message::Notification(n) => {
-            line += &format!(",\"method\":{}", json(&n.method.as_str().into()));
-            if let Some(p) = &n.params {
-                line += &format!(",\"params\":{}", json(p));
-            }
-        }
-        Message::Response(r) => {
-            let id = r.id.as_ref().map_or(Value::Null, |id| id.to_value());
-            line += &format!(",\"id\":{}", json(&id));
-            match &r.result {
-                Ok(result) => line += &format!(",\"result\":{}", json(result)),
-                Err(error) => line += &format!(",\"error\":{}", json(&error.to_value())),
-            }
-        }
-    }
-    line += "}\n";
-    line.into_bytes()
-}
-
-/// Write → parse → write gives the same message and the same bytes, and those are the bytes
-/// serde_json writes.
-fn check_round_trip(message: &Message) {
-    let line = message.to_line();
-    assert_eq!(
-        String::from_utf8_lossy(&line),
-        String::from_utf8_lossy(&reference_line(message)),
-        "the crate's JSON text is not serde_json's"
-    );
-    check_line_shape(&line);
-    let again = Message::from_slice(&line[..line.len() - 1])
-        .unwrap_or_else(|e| panic!("a written message does not parse back: {e:?}"));
-    assert_eq!(
-        &again, message,
-        "a message changed on its way through its own line"
-    );
-    assert_eq!(again.to_line(), line, "writing a message is not stable");
 }
 
 // ---------------------------------------------------------------------------------------------

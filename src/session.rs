@@ -393,21 +393,26 @@ impl Session {
     /// The line of the single message [`Session::next_parsed`] handed out last, as it came
     /// (without its newline), if lines are kept.
     pub(crate) fn take_raw_line(&mut self) -> Option<Vec<u8>> {
-        match self.kept.take()? {
-            Kept::Line(line) => Some(line),
-            kept @ Kept::Apart(_) => {
-                self.kept = Some(kept);
-                None
-            }
-        }
+        self.take_kept(|kept| match kept {
+            Kept::Line(line) => Ok(line),
+            other => Err(other),
+        })
     }
 
     /// The members read apart from the params of the single message [`Session::next_parsed`]
     /// handed out last, when they were.
     pub(crate) fn take_params_apart(&mut self) -> Option<Box<Apart>> {
-        match self.kept.take()? {
-            Kept::Apart(apart) => Some(apart),
-            kept @ Kept::Line(_) => {
+        self.take_kept(|kept| match kept {
+            Kept::Apart(apart) => Ok(apart),
+            other => Err(other),
+        })
+    }
+
+    /// What was kept of the last message's line, when `pick` takes it (`Err`: it is put back).
+    fn take_kept<T>(&mut self, pick: impl FnOnce(Kept) -> Result<T, Kept>) -> Option<T> {
+        match pick(self.kept.take()?) {
+            Ok(taken) => Some(taken),
+            Err(kept) => {
                 self.kept = Some(kept);
                 None
             }
