@@ -122,7 +122,7 @@ pub(crate) fn top_level_spans(bytes: &[u8]) -> Option<Members<'_>> {
 
 /// A line as text when it is UTF-8 (checked once, whole, so that no string in it is checked
 /// again). On x86_64 an ASCII line, nearly every request, is told so sixteen bytes at a time
-/// ([`sys::ascii_str`]); other lines, and other targets, go through `str::from_utf8`.
+/// (`sys::ascii_str`); other lines, and other targets, go through `str::from_utf8`.
 pub(crate) fn line_text(bytes: &[u8]) -> Option<&str> {
     #[cfg(target_arch = "x86_64")]
     if let Some(text) = crate::sys::ascii_str(bytes) {
@@ -217,7 +217,7 @@ impl<'a> Reader<'a> {
 
     /// The members of an object (its `{` consumed) to its `}`, each name (without escapes)
     /// handed to `member` with the reader at its value. `raw_check`: a first member named as
-    /// serde_json's raw values are declines, as [`Reader::object`] does.
+    /// serde_json's raw values are declines, as [`Reader::object_into`] does.
     fn members(
         &mut self,
         raw_check: bool,
@@ -266,7 +266,8 @@ impl<'a> Reader<'a> {
     }
 
     /// The rest of a string without escapes, borrowed (its opening quote consumed); `None` at
-    /// an escape or a control character.
+    /// an escape or a control character. Inlined into the member walks: its call and return
+    /// were a tenth of the reader's time.
     #[inline(always)]
     fn plain_str(&mut self) -> Option<&'a str> {
         let start = self.pos;
@@ -281,6 +282,8 @@ impl<'a> Reader<'a> {
 
     /// The rest of a string (its opening quote consumed), escapes decoded as serde_json
     /// decodes them; `None` at a control character, an unknown escape or a lone surrogate.
+    /// Inlined: the `String` is then built in the value's place, not returned through memory
+    /// and copied (see [`Reader::value_into`]).
     #[inline(always)]
     fn string(&mut self) -> Option<String> {
         let mut out = String::new();

@@ -482,10 +482,10 @@ impl Members for Envelope {
 
 /// Classifies one JSON value as a message, per JSON-RPC 2.0 with MCP's id rules.
 fn classify(value: Value) -> Result<Message, Response> {
-    let Value::Object(obj) = value else {
+    let Value::Object(mut obj) = value else {
         return Err(invalid(None, "a message must be a JSON object"));
     };
-    classify_members(&mut { obj })
+    classify_members(&mut obj)
 }
 
 /// Classifies the members of one JSON object as a message.

@@ -506,7 +506,9 @@ impl<S: 'static> McpServer<S> {
 }
 
 /// The inputs of this round: parsed from the request under 2026-07-28, none in the handshake
-/// era (where a call has one round and inputs are asked for live).
+/// era (where a call has one round and inputs are asked for live). Inlined, as
+/// [`progress_token`]: the result is built in the call's own place, not returned through memory
+/// and copied at once (a stall; see `json_read`'s `Reader::value_into`).
 #[inline]
 pub(super) fn rounds_for(
     scope: &Scope,
@@ -563,6 +565,7 @@ pub(super) fn child_context<'b>(cx: &'b mut Context<'_>) -> Context<'b> {
     cx.reborrow()
 }
 
+/// The request's `_meta.progressToken`, when it is a string or an integer.
 #[inline]
 pub(super) fn progress_token(params: &Map<String, Value>) -> Option<Value> {
     params
