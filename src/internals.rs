@@ -113,6 +113,16 @@ pub enum Classified {
     Batch(Vec<Result<Message, Response>>),
 }
 
+impl From<Parsed> for Classified {
+    fn from(parsed: Parsed) -> Classified {
+        match parsed {
+            Parsed::Single(message) => Classified::Single(Ok(message)),
+            Parsed::Invalid(response) => Classified::Single(Err(response)),
+            Parsed::Batch(items) => Classified::Batch(items),
+        }
+    }
+}
+
 /// Classifies one line (without its newline) exactly as the loop does.
 ///
 /// # Example
@@ -122,34 +132,21 @@ pub enum Classified {
 /// assert!(matches!(c, Classified::Batch(ref items) if items.len() == 2 && items[1].is_err()));
 /// ```
 pub fn classify(line: &[u8]) -> Classified {
-    match parse_line(line) {
-        Parsed::Single(message) => Classified::Single(Ok(message)),
-        Parsed::Invalid(response) => Classified::Single(Err(response)),
-        Parsed::Batch(items) => Classified::Batch(items),
-    }
+    Classified::from(parse_line(line))
 }
 
 /// Classifies one line through a `serde_json::Value` for the whole line, as the loop did
 /// before it read a message's top level without one: the reference [`classify`] must equal,
 /// error messages included (the `message` fuzz target checks it).
 pub fn classify_by_value(line: &[u8]) -> Classified {
-    match parse_line_by_value(line) {
-        Parsed::Single(message) => Classified::Single(Ok(message)),
-        Parsed::Invalid(response) => Classified::Single(Err(response)),
-        Parsed::Batch(items) => Classified::Batch(items),
-    }
+    Classified::from(parse_line_by_value(line))
 }
 
 /// Classifies one line as the loop does for the MCP layer: a `tools/call`'s `name` and
 /// `arguments` read apart from its params, beside the message (when they were).
 pub fn classify_call(line: &[u8]) -> (Classified, Option<Box<[Option<Value>; 2]>>) {
     let (parsed, taken) = parse_line_apart(line, Some(crate::mcp::server::TOOL_CALL_APART));
-    let classified = match parsed {
-        Parsed::Single(message) => Classified::Single(Ok(message)),
-        Parsed::Invalid(response) => Classified::Single(Err(response)),
-        Parsed::Batch(items) => Classified::Batch(items),
-    };
-    (classified, taken)
+    (Classified::from(parsed), taken)
 }
 
 /// [`classify_call`] with the members read apart put back into the params: the outcome must
@@ -239,11 +236,7 @@ pub const CACHED_SMALL_BYTES: usize = crate::large_blocks::CACHED_BYTES;
 /// they came: the same outcome as [`classify`], except that requests and notifications may
 /// come with `params: None` (their line holds them; the `message` fuzz target checks it).
 pub fn classify_relayed(line: &[u8]) -> Classified {
-    match crate::relayed::parse_relayed(line, |_| false) {
-        Parsed::Single(message) => Classified::Single(Ok(message)),
-        Parsed::Invalid(response) => Classified::Single(Err(response)),
-        Parsed::Batch(items) => Classified::Batch(items),
-    }
+    Classified::from(crate::relayed::parse_relayed(line, |_| false))
 }
 
 /// The top-level members (name, value text) of a JSON object as the relay's value-less reading finds

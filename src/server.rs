@@ -249,7 +249,7 @@ impl Server {
         conn.session
             .set_cancel_method(handler.cancel_method().map(str::to_owned));
         conn.session.relay_lines = self.relay_lines;
-        conn.session.params_apart = handler.params_apart();
+        conn.session.set_params_apart(handler.params_apart());
         loop {
             if conn.watches() {
                 conn.wait(Some(Duration::ZERO))?;

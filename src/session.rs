@@ -119,8 +119,9 @@ pub(crate) struct Session {
     /// names (and the cancel method): see [`crate::relayed`].
     pub(crate) relay_lines: Option<fn(&str) -> bool>,
     /// Members of one method's params the handler takes apart ([`crate::Handler`]'s
-    /// `params_apart`: the MCP layer's `tools/call`), unless it is the cancel method.
-    pub(crate) params_apart: Option<ParamsApart>,
+    /// `params_apart`: the MCP layer's `tools/call`; never the cancel method's, see
+    /// [`Session::set_params_apart`]).
+    params_apart: Option<ParamsApart>,
     /// What was kept of the line of the message handed out last.
     kept: Option<Kept>,
     /// Whether the input not yet parsed may hold a cancellation (then it is read ahead).
@@ -199,6 +200,13 @@ impl Session {
     /// The method of the notification that cancels a request (`None`: cancellation off).
     pub(crate) fn cancel_method(&self) -> Option<&str> {
         self.cancel_method.as_deref()
+    }
+
+    /// Has the members `apart` names read apart from its method's params, unless that is the
+    /// cancel method, whose params the loop reads whole (set the cancel method first).
+    pub(crate) fn set_params_apart(&mut self, apart: Option<ParamsApart>) {
+        let cancel = self.cancel_method.as_deref();
+        self.params_apart = apart.filter(|a| Some(a.method) != cancel);
     }
 
     /// Sets the cancel method, and the spotter of it in what is read from now on (what is
@@ -593,9 +601,7 @@ impl Session {
                 length = bytes.len();
                 let parsed = match self.relay_lines {
                     None => {
-                        let cancel = self.cancel_method.as_deref();
-                        let apart = self.params_apart.filter(|a| Some(a.method) != cancel);
-                        let (parsed, apart) = parse_line_apart(bytes, apart);
+                        let (parsed, apart) = parse_line_apart(bytes, self.params_apart);
                         kept = apart.map(Kept::Apart);
                         parsed
                     }

@@ -331,3 +331,46 @@ fn a_large_line_is_seen_waiting_only_when_complete_and_next() {
     assert!(s.next_parsed().is_some());
     assert!(!s.large_line_next(100));
 }
+
+#[test]
+fn params_are_read_apart_for_their_method_only_and_never_for_the_cancel_method() {
+    const CALL: ParamsApart = ParamsApart {
+        method: "call",
+        names: ["name", "arguments"],
+    };
+    let mut s = session();
+    s.set_params_apart(Some(CALL));
+    feed(
+        &mut s,
+        b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"call\",\"params\":{\"name\":\"a\",\"x\":1}}\n\
+          {\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"other\",\"params\":{\"name\":\"a\"}}\n",
+    );
+    let Some(Parsed::Single(Message::Request(r))) = s.next_parsed() else {
+        panic!("a request");
+    };
+    assert_eq!(r.params, Some(serde_json::json!({"x": 1})));
+    let apart = s.take_params_apart().expect("read apart");
+    assert_eq!(apart[0], Some(serde_json::json!("a")));
+    assert!(s.take_params_apart().is_none(), "taken once");
+    let Some(Parsed::Single(Message::Request(r))) = s.next_parsed() else {
+        panic!("a request");
+    };
+    assert_eq!(r.params, Some(serde_json::json!({"name": "a"})));
+    assert!(s.take_params_apart().is_none());
+
+    // The cancel method's params are the loop's to read: never apart.
+    let mut s = session();
+    s.set_params_apart(Some(ParamsApart {
+        method: "cancel",
+        ..CALL
+    }));
+    feed(
+        &mut s,
+        b"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"cancel\",\"params\":{\"name\":\"a\"}}\n",
+    );
+    let Some(Parsed::Single(Message::Request(r))) = s.next_parsed() else {
+        panic!("a request");
+    };
+    assert_eq!(r.params, Some(serde_json::json!({"name": "a"})));
+    assert!(s.take_params_apart().is_none());
+}
