@@ -645,6 +645,12 @@ fn run() -> Result<(), String> {
                             Better::Lower,
                             us(l.p99),
                         );
+                        rec(
+                            &format!("ping-pong server CPU per round trip, {which}"),
+                            "µs",
+                            Better::Lower,
+                            l.cpu_per_round_trip.and_then(us),
+                        );
                         if !pinned {
                             rec(EOF_EXIT, "ms", Better::Lower, ms(l.eof_to_exit));
                         }

@@ -74,6 +74,8 @@ pub(crate) struct Latency {
     pub(crate) p90: Duration,
     pub(crate) p99: Duration,
     pub(crate) eof_to_exit: Duration,
+    /// The server's CPU time per timed round trip (all its threads).
+    pub(crate) cpu_per_round_trip: Option<Duration>,
 }
 
 /// The init burst on a fresh server.
@@ -314,7 +316,8 @@ pub(crate) fn ping_pong(
     let mut pipes = take_pipes(&mut session)?;
     let protocol = env.protocol;
     let smoke = env.smoke;
-    let (pipes, mut times) = session.within(env.limit, move || {
+    let pid = session.pid;
+    let (pipes, mut times, cpu) = session.within(env.limit, move || {
         if pin {
             pin_this_thread()?;
         }
@@ -324,7 +327,11 @@ pub(crate) fn ping_pong(
         let mut request = Vec::new();
         let mut line = Vec::new();
         let mut times = Vec::with_capacity(count as usize);
+        let mut cpu_before = None;
         for id in 1..=warmup + count {
+            if id == warmup + 1 {
+                cpu_before = Session::cpu_nanos(pid);
+            }
             request.clear();
             push_request(protocol, id, &texts, &mut request);
             let sent_at = Instant::now();
@@ -337,7 +344,12 @@ pub(crate) fn ping_pong(
                 times.push(took);
             }
         }
-        Ok((pipes, times))
+        let cpu = Session::cpu_nanos(pid)
+            .zip(cpu_before)
+            .map(|(after, before)| {
+                Duration::from_nanos(after.saturating_sub(before) / count.max(1))
+            });
+        Ok((pipes, times, cpu))
     })?;
     put_pipes(&mut session, pipes);
     let eof_to_exit = session.close_and_wait(Duration::from_secs(10))?;
@@ -348,6 +360,7 @@ pub(crate) fn ping_pong(
         p90: at(0.90),
         p99: at(0.99),
         eof_to_exit,
+        cpu_per_round_trip: cpu,
     })
 }
 
