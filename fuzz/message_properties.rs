@@ -28,6 +28,7 @@ pub(crate) fn message(line: &[u8]) {
     );
     check_relayed(line);
     check_scan(line);
+    check_arguments(line);
     let single = |c: Classified| match c {
         Classified::Single(r) => r,
         Classified::Batch(items) => panic!("a non-array line was classified as a batch {items:?}"),
@@ -52,6 +53,59 @@ pub(crate) fn message(line: &[u8]) {
         }
         Ok(value) => check_classified(&value, single(classified)),
     }
+}
+
+/// A `tools/call`'s arguments kept as text answer every getter as their map does.
+fn check_arguments(line: &[u8]) {
+    let (_, Some(apart)) = internals::classify_call(line) else {
+        return;
+    };
+    if !apart.arguments_as_text() {
+        return;
+    }
+    let mut from_text = apart
+        .arguments()
+        .expect("arguments kept as text are an object");
+    let Ok(Value::Object(line)) = serde_json::from_slice::<Value>(line) else {
+        panic!("arguments were kept as text on a line serde_json refuses");
+    };
+    let Some(Value::Object(params)) = line.get("params") else {
+        panic!("arguments were kept as text without params");
+    };
+    let Some(Value::Object(map)) = params.get("arguments") else {
+        panic!("arguments were kept as text that is no object");
+    };
+    let mut from_map = mcpipe::Arguments::from_map(map.clone());
+    let mut names: Vec<&str> = map.keys().map(String::as_str).collect();
+    names.push("absent");
+    for name in names {
+        let same = |a: String, b: String| assert_eq!(a, b, "arguments from text differ on {name}");
+        same(
+            format!("{:?}", from_text.optional_string(name)),
+            format!("{:?}", from_map.optional_string(name)),
+        );
+        same(
+            format!("{:?}", from_text.optional_integer(name)),
+            format!("{:?}", from_map.optional_integer(name)),
+        );
+        same(
+            format!("{:?}", from_text.optional_number(name)),
+            format!("{:?}", from_map.optional_number(name)),
+        );
+        same(
+            format!("{:?}", from_text.optional_boolean(name)),
+            format!("{:?}", from_map.optional_boolean(name)),
+        );
+        same(
+            format!("{:?}", from_text.take_string(name)),
+            format!("{:?}", from_map.take_string(name)),
+        );
+    }
+    assert_eq!(
+        from_text.as_map(),
+        from_map.as_map(),
+        "what is left differs"
+    );
 }
 
 /// What the relay's quick scan accepts, serde_json accepts, with the same members.

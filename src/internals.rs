@@ -16,8 +16,8 @@ use crate::cancel_spotter::CancelSpotter;
 use crate::line_buffer::{Line, LineBuffer};
 use crate::mcp::tool::ToolResult;
 use crate::message::{
-    parse_line, parse_line_apart, parse_line_by_value, ErrorObject, Message, Parsed, RequestId,
-    Response,
+    parse_line, parse_line_apart, parse_line_by_value, ApartMember, ErrorObject, Message, Parsed,
+    RequestId, Response,
 };
 use crate::responder::{CancelToken, Event};
 use crate::session::{Limits, Session, Start};
@@ -144,9 +144,43 @@ pub fn classify_by_value(line: &[u8]) -> Classified {
 
 /// Classifies one line as the loop does for the MCP layer: a `tools/call`'s `name` and
 /// `arguments` read apart from its params, beside the message (when they were).
-pub fn classify_call(line: &[u8]) -> (Classified, Option<Box<[Option<Value>; 2]>>) {
+pub fn classify_call(line: &[u8]) -> (Classified, Option<ReadApart>) {
     let (parsed, taken) = parse_line_apart(line, Some(crate::mcp::server::TOOL_CALL_APART));
-    (Classified::from(parsed), taken)
+    (Classified::from(parsed), taken.map(ReadApart))
+}
+
+/// A `tools/call`'s `name` and `arguments` as [`classify_call`] read them apart: the
+/// arguments of a short line kept as their JSON text.
+#[derive(Debug)]
+pub struct ReadApart(Box<crate::message::Apart>);
+
+impl ReadApart {
+    /// The two members' values (built from the text where the arguments were kept as text).
+    pub fn into_values(self) -> [Option<Value>; 2] {
+        let [name, arguments] = *self.0;
+        [
+            name.map(ApartMember::into_value),
+            arguments.map(ApartMember::into_value),
+        ]
+    }
+
+    /// Whether the arguments were kept as text.
+    pub fn arguments_as_text(&self) -> bool {
+        matches!(self.0[1], Some(ApartMember::ObjectText(..)))
+    }
+
+    /// The arguments as the MCP layer hands them to a tool (`None`: not an object).
+    pub fn arguments(self) -> Option<crate::Arguments> {
+        let [_, arguments] = *self.0;
+        match arguments {
+            Some(ApartMember::ObjectText(object)) => {
+                Some(crate::Arguments::from_object_text(object))
+            }
+            Some(ApartMember::Value(Value::Object(map))) => Some(crate::Arguments::from_map(map)),
+            Some(ApartMember::Value(Value::Null)) | None => Some(crate::Arguments::default()),
+            Some(ApartMember::Value(_)) => None,
+        }
+    }
 }
 
 /// [`classify_call`] with the members read apart put back into the params: the outcome must
@@ -157,7 +191,7 @@ pub fn classify_apart(line: &[u8]) -> Classified {
         (Classified::Single(Ok(mut message)), taken) => {
             if let (Message::Request(request), Some(taken)) = (&mut message, taken) {
                 if let Some(Value::Object(params)) = &mut request.params {
-                    for (name, value) in apart.names.iter().zip(*taken) {
+                    for (name, value) in apart.names.iter().zip(taken.into_values()) {
                         if let Some(value) = value {
                             params.insert((*name).to_owned(), value);
                         }

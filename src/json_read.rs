@@ -75,6 +75,23 @@ impl<'a> ValueAt<'_, 'a> {
         Some(())
     }
 
+    /// The value's text when it is an object and the line is at most `line_limit` bytes long,
+    /// with where its members are: checked as [`ValueAt::read`] would read it (`None` where
+    /// that declines), nothing built. `Some(None)` for any other value, still to be read.
+    pub(crate) fn object_text(
+        &mut self,
+        line_limit: usize,
+    ) -> Option<Option<(&'a str, ObjectIndex)>> {
+        let reader = &mut *self.0;
+        reader.skip_space();
+        if reader.text.len() > line_limit || reader.bytes().get(reader.pos) != Some(&b'{') {
+            return Some(None);
+        }
+        let start = reader.pos;
+        let index = reader.skip_object_indexed()?;
+        Some(Some((reader.text.get(start..reader.pos)?, index)))
+    }
+
     /// Whether the value is the string `plain` written without escapes (then it is taken);
     /// otherwise nothing is taken, and the value is still to be read.
     pub(crate) fn is_plain(&mut self, plain: &str) -> bool {
@@ -118,6 +135,80 @@ pub(crate) fn top_level_spans(bytes: &[u8]) -> Option<Members<'_>> {
         Some(())
     })?;
     Some(members)
+}
+
+/// Calls `member` with the name and the value's text of each member of the object that is the
+/// whole of `text`, in order (duplicates included), nothing built. `None` where
+/// [`top_level_members`] would decline (a member name with an escape, among others), or when
+/// `member` says `None`.
+pub(crate) fn object_spans<'a>(
+    text: &'a str,
+    mut member: impl FnMut(&'a str, &'a str) -> Option<()>,
+) -> Option<()> {
+    each_top_level_member(text, |name, reader| {
+        reader.skip_space();
+        let start = reader.pos;
+        reader.skip_value()?;
+        member(name, text.get(start..reader.pos)?)
+    })
+}
+
+/// An object's JSON text, checked, and where its members are.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct IndexedObject {
+    pub(crate) text: String,
+    pub(crate) index: ObjectIndex,
+}
+
+/// How many members an [`ObjectIndex`] holds; an object of more is not indexed.
+const INDEXED: usize = 6;
+
+/// Where the top-level members of an object's text are, found as the text was checked, so
+/// that a member is found again without reading the text again. Offsets from the `{`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct ObjectIndex {
+    members: [MemberSpan; INDEXED],
+    /// How many of `members` hold a member; `None`: not indexed (over [`INDEXED`] members, or
+    /// a name with an escape).
+    len: Option<u8>,
+}
+
+/// One member of an [`ObjectIndex`]: its name (no escapes) and its value.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct MemberSpan {
+    name: (u16, u16),
+    value: (u16, u16),
+    /// The value is a string without escapes.
+    plain_string: bool,
+}
+
+impl ObjectIndex {
+    /// The members, in order, duplicates included; `None` when the object is not indexed.
+    pub(crate) fn members(&self) -> Option<&[MemberSpan]> {
+        self.members.get(..usize::from(self.len?))
+    }
+}
+
+impl MemberSpan {
+    /// Whether the member's name is `name` (in `text`, the object indexed).
+    #[inline]
+    pub(crate) fn is_named(&self, text: &str, name: &str) -> bool {
+        let (start, end) = self.name;
+        text.as_bytes().get(usize::from(start)..usize::from(end)) == Some(name.as_bytes())
+    }
+
+    /// The member's value's text and, when it is a string without escapes, its contents.
+    pub(crate) fn value<'a>(&self, text: &'a str) -> (&'a str, Option<&'a str>) {
+        let (start, end) = self.value;
+        let value = text
+            .get(usize::from(start)..usize::from(end))
+            .unwrap_or("null");
+        let plain = self
+            .plain_string
+            .then(|| value.get(1..value.len() - 1))
+            .flatten();
+        (value, plain)
+    }
 }
 
 /// A line as text when it is UTF-8 (checked once, whole, so that no string in it is checked
@@ -427,6 +518,82 @@ impl<'a> Reader<'a> {
                 _ => return None, // A control character: serde_json refuses it.
             }
         }
+    }
+
+    /// An object (at its `{`) checked as [`Reader::skip_value`] checks it, and where its
+    /// members are (see [`ObjectIndex`]).
+    fn skip_object_indexed(&mut self) -> Option<ObjectIndex> {
+        let start = self.pos;
+        if self.depth >= MAX_DEPTH {
+            return None;
+        }
+        self.expect(b'{')?;
+        self.depth += 1;
+        let mut index = ObjectIndex {
+            len: Some(0),
+            ..ObjectIndex::default()
+        };
+        let offset = |pos: usize| u16::try_from(pos - start).ok();
+        if self.next_is(b'}') {
+            self.pos += 1;
+        } else {
+            let mut first = true;
+            loop {
+                self.expect(b'"')?;
+                let name_start = self.pos;
+                let plain_name = match self.plain_str() {
+                    Some(name) => {
+                        if first && name == RAW_VALUE_TOKEN {
+                            return None;
+                        }
+                        true
+                    }
+                    // As `skip_value` reads a first name: decoded, to tell the raw-value token.
+                    None if first => {
+                        if self.string()? == RAW_VALUE_TOKEN {
+                            return None;
+                        }
+                        false
+                    }
+                    None => {
+                        self.skip_string()?;
+                        false
+                    }
+                };
+                let name_end = self.pos - 1;
+                first = false;
+                self.expect(b':')?;
+                self.skip_space();
+                let value_start = self.pos;
+                let plain_string = if self.bytes().get(self.pos) == Some(&b'"') {
+                    self.pos += 1;
+                    // A string without escapes is told so in the same scan that checks it.
+                    self.plain_str().is_some() || {
+                        self.skip_string()?;
+                        false
+                    }
+                } else {
+                    self.skip_value()?;
+                    false
+                };
+                index.len = match index.len {
+                    Some(n) if plain_name && usize::from(n) < INDEXED => {
+                        index.members[usize::from(n)] = MemberSpan {
+                            name: (offset(name_start)?, offset(name_end)?),
+                            value: (offset(value_start)?, offset(self.pos)?),
+                            plain_string,
+                        };
+                        Some(n + 1)
+                    }
+                    _ => None,
+                };
+                if !self.comma_or(b'}')? {
+                    break;
+                }
+            }
+        }
+        self.depth -= 1;
+        Some(index)
     }
 
     /// One value checked as [`Reader::value_into`] reads it, nothing built (but a number other

@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 
 pub use crate::request_id::RequestId;
 
-use crate::json_read::ValueAt;
+use crate::json_read::{IndexedObject, ValueAt};
 
 /// A JSON-RPC error code. Open-ended: codes this crate does not name round-trip unchanged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -262,10 +262,42 @@ pub(crate) fn parse_line(bytes: &[u8]) -> Parsed {
 pub struct ParamsApart {
     pub(crate) method: &'static str,
     pub(crate) names: [&'static str; 2],
+    /// Which of `names` is kept as its JSON text (checked, nothing built) when it is an object
+    /// on a line of at most [`OBJECT_TEXT_LINE`] bytes: a tool's arguments, read from that text
+    /// by what the tool asks for (`Arguments`).
+    pub(crate) object_text: Option<usize>,
+}
+
+/// Lines up to this long may keep a member read apart as text ([`ParamsApart::object_text`]).
+/// A longer one builds it: its large strings are then moved to the tool, never copied (a
+/// 10 MB text taken from text would be copied once more).
+pub(crate) const OBJECT_TEXT_LINE: usize = 4096;
+
+/// A member read apart: its value, or an object's JSON text.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum ApartMember {
+    /// The value, built.
+    Value(Value),
+    /// An object's text, checked by the reader as it would have built it, and where its
+    /// members are.
+    ObjectText(Box<IndexedObject>),
+}
+
+impl ApartMember {
+    /// The value, built from the text where it was kept as text.
+    pub(crate) fn into_value(self) -> Value {
+        match self {
+            ApartMember::Value(value) => value,
+            // Checked when read: serde_json reads it as the crate's reader would have.
+            ApartMember::ObjectText(object) => {
+                serde_json::from_str(&object.text).unwrap_or(Value::Null)
+            }
+        }
+    }
 }
 
 /// The members read apart, in the order of [`ParamsApart::names`] (`None`: absent).
-pub(crate) type Apart = [Option<Value>; 2];
+pub(crate) type Apart = [Option<ApartMember>; 2];
 
 /// A message with the members of its params read apart (when they were), or the error
 /// response its line gets.
@@ -433,11 +465,23 @@ impl Envelope {
         let Value::Object(others) = self.members[PARAMS].insert(Value::Object(Map::new())) else {
             return None; // Not reached: just written.
         };
-        value.members(|name, value| {
+        value.members(|name, mut value| {
             // Of duplicate names the last counts, as in a map.
-            let slot = match apart.names.iter().position(|n| *n == name) {
-                Some(i) => taken[i].insert(Value::Null),
-                None => others.entry(name).or_insert(Value::Null),
+            let Some(i) = apart.names.iter().position(|n| *n == name) else {
+                return value.read_into(others.entry(name).or_insert(Value::Null));
+            };
+            if apart.object_text == Some(i) {
+                if let Some((text, index)) = value.object_text(OBJECT_TEXT_LINE)? {
+                    let text = text.to_owned();
+                    taken[i] = Some(ApartMember::ObjectText(Box::new(IndexedObject {
+                        text,
+                        index,
+                    })));
+                    return Some(());
+                }
+            }
+            let ApartMember::Value(slot) = taken[i].insert(ApartMember::Value(Value::Null)) else {
+                return None; // Not reached: just written.
             };
             value.read_into(slot)
         })

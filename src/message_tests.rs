@@ -194,6 +194,7 @@ fn deep_nesting_is_an_error_not_a_stack_overflow() {
 const CALL: ParamsApart = ParamsApart {
     method: "tools/call",
     names: ["name", "arguments"],
+    object_text: Some(1),
 };
 
 /// `parse_line_apart` with the members read apart put back into the params: it must give
@@ -207,7 +208,7 @@ fn put_back(line: &str) -> (String, bool) {
         };
         for (name, value) in CALL.names.iter().zip(*apart) {
             if let Some(value) = value {
-                params.insert((*name).to_owned(), value);
+                params.insert((*name).to_owned(), value.into_value());
             }
         }
     }
@@ -226,6 +227,9 @@ fn members_read_apart_put_back_give_the_params_parse_line_gives() {
         r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","name":"b","x":1,"x":2}}"#,
         r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"a"},"id":9}"#,
         r#"{ "jsonrpc" : "2.0" , "id" : 1 , "method" : "tools/call" , "params" : { "name" : "a" } }"#,
+        // Arguments kept as text: duplicates, escapes, nesting, whitespace, numbers of all kinds.
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","arguments":{"x":1,"x":"two","y\u0031":"\ud83d\ude00\n"}}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{ "a" : [ 1.5e3 , -0 , 18446744073709551615, {"b":{}} ] },"arguments":{"c":true}}}"#,
     ];
     let whole: &[&str] = &[
         // Not the method, the method after the params, or changed after them.
@@ -277,6 +281,47 @@ fn members_read_apart_leave_the_others_in_the_params() {
     };
     let [name, arguments] = *apart;
     assert_eq!(request.params, Some(json!({"_meta": {}})));
-    assert_eq!(name, Some(json!("e")));
-    assert_eq!(arguments, Some(json!({"t": 1})));
+    assert_eq!(name, Some(ApartMember::Value(json!("e"))));
+    let Some(ApartMember::ObjectText(text)) = arguments else {
+        panic!("kept as text");
+    };
+    assert_eq!(text.text, r#"{"t":1}"#);
+}
+
+#[test]
+fn arguments_are_kept_as_text_on_a_short_line_only_and_only_when_an_object() {
+    let arguments_of = |line: &str| {
+        let (parsed, apart) = parse_line_apart(line.as_bytes(), Some(CALL));
+        assert!(matches!(parsed, Parsed::Single(_)), "{line}");
+        let [_, arguments] = *apart.expect("read apart");
+        arguments
+    };
+    let call = |arguments: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"e","arguments":{arguments}}}}}"#
+        )
+    };
+    // As written (whitespace inside kept), escapes and all: nothing is decoded.
+    let text = r#"{ "t" : "a\nb", "n\u0061me": [1, {"x": null}] }"#;
+    assert!(
+        matches!(arguments_of(&call(text)), Some(ApartMember::ObjectText(t)) if t.text == text)
+    );
+    assert_eq!(
+        arguments_of(&call("[1]")),
+        Some(ApartMember::Value(json!([1])))
+    );
+    assert_eq!(
+        arguments_of(&call("null")),
+        Some(ApartMember::Value(Value::Null))
+    );
+    // A line over the bound builds them: a long string is then moved to the tool, not copied.
+    let long = "x".repeat(OBJECT_TEXT_LINE);
+    let line = call(&format!(r#"{{"t":"{long}"}}"#));
+    assert_eq!(
+        arguments_of(&line),
+        Some(ApartMember::Value(json!({ "t": long })))
+    );
+    // Text the reader would decline is declined whole: serde_json reads the line.
+    let (_, apart) = parse_line_apart(call(r#"{"t":01}"#).as_bytes(), Some(CALL));
+    assert!(apart.is_none());
 }

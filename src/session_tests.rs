@@ -337,6 +337,7 @@ fn params_are_read_apart_for_their_method_only_and_never_for_the_cancel_method()
     const CALL: ParamsApart = ParamsApart {
         method: "call",
         names: ["name", "arguments"],
+        object_text: None,
     };
     let mut s = session();
     s.set_params_apart(Some(CALL));
@@ -350,7 +351,10 @@ fn params_are_read_apart_for_their_method_only_and_never_for_the_cancel_method()
     };
     assert_eq!(r.params, Some(serde_json::json!({"x": 1})));
     let apart = s.take_params_apart().expect("read apart");
-    assert_eq!(apart[0], Some(serde_json::json!("a")));
+    assert_eq!(
+        apart[0],
+        Some(crate::message::ApartMember::Value(serde_json::json!("a")))
+    );
     assert!(s.take_params_apart().is_none(), "taken once");
     let Some(Parsed::Single(Message::Request(r))) = s.next_parsed() else {
         panic!("a request");

@@ -1,8 +1,18 @@
 //! Reading a call's arguments: small typed getters whose errors name the argument and the
 //! expected type, so a tool can answer a bad call with a useful `isError` result.
+//!
+//! A `tools/call` on a line of up to 4 KiB brings its arguments as JSON text (checked when the
+//! line was read, nothing built): each getter reads the member it is asked for from that text,
+//! and the map of all members is built only for what needs it whole ([`Arguments::as_map`],
+//! [`Arguments::get`], a string with escapes to lend). Building the map, its names and its
+//! values was a tenth of a small call's work.
+
+use std::fmt;
+use std::sync::OnceLock;
 
 use serde_json::{Map, Value};
 
+use crate::json_read::{self, IndexedObject};
 use crate::mcp::tool::ToolError;
 
 /// The arguments of a tool call, a prompt request, or the variables of a resource template.
@@ -22,9 +32,114 @@ use crate::mcp::tool::ToolError;
 /// let err = args.integer("text").unwrap_err();
 /// assert_eq!(err.message(), "argument \"text\" must be an integer, got a string");
 /// ```
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Clone, Default)]
 pub struct Arguments {
-    map: Map<String, Value>,
+    /// The members. Built from `text` the first time something needs them whole; once built,
+    /// the only truth (`text` is then ignored).
+    map: OnceLock<Map<String, Value>>,
+    /// The object as JSON text, while `map` is not built.
+    text: Option<ObjectText>,
+}
+
+/// An arguments object's JSON text, checked when its line was read, and the members taken out
+/// of it so far.
+#[derive(Clone)]
+struct ObjectText {
+    /// Boxed as the line's reader made it: moved with the arguments, 8 bytes.
+    object: Box<IndexedObject>,
+    /// Bit `i`: the `i`-th member (in order, duplicates counted) was taken.
+    taken: u64,
+}
+
+/// What the text says of one name.
+enum Found<'a> {
+    /// No member of that name (or it was taken).
+    Absent,
+    /// The last member of that name: its value's text, its contents when it is a string
+    /// without escapes, and a bit for each member of that name.
+    Member(&'a str, Option<&'a str>, u64),
+    /// The text cannot tell (a name with an escape, over 64 members): ask the map.
+    Unknown,
+}
+
+impl ObjectText {
+    fn find(&self, name: &str) -> Found<'_> {
+        let text = &self.object.text;
+        if let Some(members) = self.object.index.members() {
+            let mut found = None;
+            let mut bits = 0u64;
+            for (i, member) in members.iter().enumerate() {
+                if self.taken & (1 << i) == 0 && member.is_named(text, name) {
+                    found = Some(member);
+                    bits |= 1 << i;
+                }
+            }
+            return match found {
+                None => Found::Absent,
+                Some(member) => {
+                    let (value, plain_string) = member.value(text);
+                    Found::Member(value, plain_string, bits)
+                }
+            };
+        }
+        let mut index = 0u32;
+        let mut found = None;
+        let mut members = 0u64;
+        let walked = json_read::object_spans(&self.object.text, |member, value| {
+            let bit = 1u64.checked_shl(index)?;
+            index += 1;
+            if member == name && self.taken & bit == 0 {
+                found = Some(value);
+                members |= bit;
+            }
+            Some(())
+        });
+        match (walked, found) {
+            (None, _) => Found::Unknown,
+            (Some(()), None) => Found::Absent,
+            (Some(()), Some(value)) => {
+                Found::Member(value, json_read::plain_string(value), members)
+            }
+        }
+    }
+
+    /// The members not taken, as a map (of duplicate names the last counts).
+    fn build(&self) -> Map<String, Value> {
+        if self.taken == 0 {
+            return serde_json::from_str(&self.object.text).unwrap_or_default();
+        }
+        // Something was taken, so the text was walked: it walks again.
+        let mut map = Map::new();
+        let mut index = 0u32;
+        let _ = json_read::object_spans(&self.object.text, |name, value| {
+            if self.taken & (1u64 << index) == 0 {
+                map.insert(name.to_owned(), parse(value));
+            }
+            index += 1;
+            Some(())
+        });
+        map
+    }
+}
+
+/// A member's value from its text (checked when its line was read).
+fn parse(value: &str) -> Value {
+    serde_json::from_str(value).unwrap_or(Value::Null)
+}
+
+impl fmt::Debug for Arguments {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Arguments")
+            .field("map", self.as_map())
+            .finish()
+    }
+}
+
+/// Equal when their members are, however each was read.
+impl PartialEq for Arguments {
+    fn eq(&self, other: &Arguments) -> bool {
+        self.as_map() == other.as_map()
+    }
 }
 
 fn kind(value: &Value) -> &'static str {
@@ -62,31 +177,73 @@ impl Arguments {
     /// Arguments from a JSON object; anything else (`null`, a missing `arguments`) gives none.
     pub fn from_value(value: Value) -> Arguments {
         match value {
-            Value::Object(map) => Arguments { map },
+            Value::Object(map) => Arguments::from_map(map),
             _ => Arguments::default(),
         }
     }
 
     /// Arguments from a map.
     pub fn from_map(map: Map<String, Value>) -> Arguments {
-        Arguments { map }
+        Arguments {
+            map: OnceLock::from(map),
+            text: None,
+        }
     }
 
-    /// The whole map.
+    /// Arguments from an object's JSON text that the crate's reader checked (see
+    /// `ParamsApart::object_text`).
+    pub(crate) fn from_object_text(object: Box<IndexedObject>) -> Arguments {
+        Arguments {
+            map: OnceLock::new(),
+            text: Some(ObjectText { object, taken: 0 }),
+        }
+    }
+
+    /// The whole map (built now if the arguments came as text).
     pub fn as_map(&self) -> &Map<String, Value> {
-        &self.map
+        self.map
+            .get_or_init(|| self.text.as_ref().map_or_else(Map::new, ObjectText::build))
     }
 
-    /// The raw value of an argument; `None` when missing or `null`.
+    /// The whole map, owned.
+    pub(crate) fn into_map(mut self) -> Map<String, Value> {
+        std::mem::take(self.map_mut())
+    }
+
+    /// The map, built, for a change.
+    fn map_mut(&mut self) -> &mut Map<String, Value> {
+        self.as_map();
+        self.text = None;
+        self.map.get_mut().expect("built just now")
+    }
+
+    /// The text, while the map is not built.
+    fn text(&self) -> Option<&ObjectText> {
+        self.text.as_ref().filter(|_| self.map.get().is_none())
+    }
+
+    /// The raw value of an argument; `None` when missing or `null`. (Builds the map when the
+    /// arguments came as text; the typed getters read from the text.)
     pub fn get(&self, name: &str) -> Option<&Value> {
-        self.map.get(name).filter(|v| !v.is_null())
+        self.as_map().get(name).filter(|v| !v.is_null())
     }
 
     /// Moves an argument's value out (it is missing afterwards); `None` when missing or
     /// `null`. Moving rather than copying matters for large values (see
     /// [`McpServer::tool_mut`](crate::McpServer::tool_mut)).
     pub fn take(&mut self, name: &str) -> Option<Value> {
-        self.map.remove(name).filter(|v| !v.is_null())
+        if let Some(text) = self.text.as_mut().filter(|_| self.map.get().is_none()) {
+            match text.find(name) {
+                Found::Absent => return None,
+                Found::Member(value, _, members) => {
+                    let value = parse(value);
+                    text.taken |= members;
+                    return Some(value).filter(|v| !v.is_null());
+                }
+                Found::Unknown => {}
+            }
+        }
+        self.map_mut().remove(name).filter(|v| !v.is_null())
     }
 
     /// A required string, moved out of the arguments (it is missing afterwards).
@@ -94,15 +251,30 @@ impl Arguments {
     /// # Errors
     /// As [`Arguments::string`]; the arguments are left as they were then.
     pub fn take_string(&mut self, name: &str) -> Result<String, ToolError> {
+        if let Some(text) = self.text.as_mut().filter(|_| self.map.get().is_none()) {
+            match text.find(name) {
+                Found::Absent => return Err(missing(name, "a string")),
+                Found::Member(_, plain_string, members) => {
+                    // A string without escapes, the common case; anything else as below.
+                    if let Some(string) = plain_string {
+                        let string = string.to_owned();
+                        text.taken |= members;
+                        return Ok(string);
+                    }
+                }
+                Found::Unknown => {}
+            }
+        }
+        let map = self.map_mut();
         // One search: what is not a string is put back as it was (its error as `string`'s).
-        match self.map.remove_entry(name) {
+        match map.remove_entry(name) {
             Some((_, Value::String(s))) => Ok(s),
             Some((key, value)) => {
                 let error = match value {
                     Value::Null => missing(name, "a string"),
                     _ => wrong(name, "a string", &value),
                 };
-                self.map.insert(key, value);
+                map.insert(key, value);
                 Err(error)
             }
             None => Err(missing(name, "a string")),
@@ -121,6 +293,32 @@ impl Arguments {
         }
     }
 
+    /// [`Arguments::typed`] for a value that is copied out (a number, a boolean): read from
+    /// the text when the arguments came as text, without building the map.
+    fn scalar<T>(
+        &self,
+        name: &str,
+        expected: &str,
+        read: impl Fn(&Value) -> Option<T>,
+    ) -> Result<Option<T>, ToolError> {
+        if let Some(text) = self.text() {
+            match text.find(name) {
+                Found::Absent => return Ok(None),
+                Found::Member(value, _, _) => {
+                    let value = parse(value);
+                    if value.is_null() {
+                        return Ok(None);
+                    }
+                    return read(&value)
+                        .map(Some)
+                        .ok_or_else(|| wrong(name, expected, &value));
+                }
+                Found::Unknown => {}
+            }
+        }
+        self.typed(name, expected, read)
+    }
+
     /// A required string.
     ///
     /// # Errors
@@ -135,6 +333,16 @@ impl Arguments {
     /// # Errors
     /// When the argument is present but not a string.
     pub fn optional_string(&self, name: &str) -> Result<Option<&str>, ToolError> {
+        if let Some(text) = self.text() {
+            match text.find(name) {
+                Found::Absent => return Ok(None),
+                // Lent from the text when it has no escapes; otherwise from the map.
+                Found::Member("null", _, _) => return Ok(None),
+                Found::Member(_, Some(string), _) => return Ok(Some(string)),
+                Found::Member(..) => {}
+                Found::Unknown => {}
+            }
+        }
         self.typed(name, "a string", Value::as_str)
     }
 
@@ -160,7 +368,7 @@ impl Arguments {
     /// # Errors
     /// When the argument is present but not an integer.
     pub fn optional_integer(&self, name: &str) -> Result<Option<i64>, ToolError> {
-        self.typed(name, "an integer", as_integer)
+        self.scalar(name, "an integer", as_integer)
     }
 
     /// An integer, or `default` when missing.
@@ -185,7 +393,7 @@ impl Arguments {
     /// # Errors
     /// When the argument is present but not a number.
     pub fn optional_number(&self, name: &str) -> Result<Option<f64>, ToolError> {
-        self.typed(name, "a number", Value::as_f64)
+        self.scalar(name, "a number", Value::as_f64)
     }
 
     /// A required boolean.
@@ -202,7 +410,7 @@ impl Arguments {
     /// # Errors
     /// When the argument is present but not a boolean.
     pub fn optional_boolean(&self, name: &str) -> Result<Option<bool>, ToolError> {
-        self.typed(name, "a boolean", Value::as_bool)
+        self.scalar(name, "a boolean", Value::as_bool)
     }
 
     /// A boolean, or `default` when missing.
@@ -233,6 +441,8 @@ impl Arguments {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::json_read::ObjectIndex;
+    use crate::message::ApartMember;
     use serde_json::json;
 
     #[test]
@@ -288,6 +498,111 @@ mod tests {
         assert!(args.as_map().contains_key("z"), "a null stays where it was");
         assert_eq!(args.take("z"), None);
         assert!(args.as_map().is_empty());
+    }
+
+    /// Arguments from an object's text as a `tools/call` line brings them (indexed when the
+    /// line's reader could), or, with `unindexed`, as when it could not.
+    fn from_text(text: &str) -> Arguments {
+        let line = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"arguments":{text}}}}}"#
+        );
+        let apart = crate::mcp::server::TOOL_CALL_APART;
+        let (_, taken) = crate::message::parse_line_apart(line.as_bytes(), Some(apart));
+        match taken.map(|taken| *taken) {
+            Some([_, Some(ApartMember::ObjectText(object))]) => Arguments::from_object_text(object),
+            _ => panic!("kept as text: {text}"),
+        }
+    }
+
+    fn unindexed(text: &str) -> Arguments {
+        Arguments::from_object_text(Box::new(IndexedObject {
+            text: text.to_owned(),
+            index: ObjectIndex::default(),
+        }))
+    }
+
+    /// Every getter, and takes in between, give the same from an object's text as from its
+    /// map: the arguments of a short `tools/call` come as text.
+    #[test]
+    fn arguments_read_from_text_answer_as_the_map_does() {
+        let mut many = String::from("{");
+        for i in 0..70 {
+            many += &format!(r#""k{i}":{i},"#);
+        }
+        many += r#""s":"last"}"#;
+        let texts = [
+            r#"{"t":"hi","n":3,"f":1.5,"b":true,"z":null,"l":["a","b"],"o":{"x":1}}"#,
+            r#"{ "t" : "a\"b\u00e9" , "n" : 3.0 , "n" : -7 , "big": 18446744073709551615 }"#,
+            r#"{"t\u0031":"escaped name","t":"plain","e":1e2,"m":-0}"#,
+            r#"{}"#,
+            many.as_str(),
+        ];
+        let names = [
+            "t", "t1", "n", "f", "b", "z", "l", "o", "big", "e", "m", "s", "k3", "none",
+        ];
+        type Op = fn(&mut Arguments, &str) -> String;
+        let ops: [Op; 10] = [
+            |a, n| format!("{:?}", a.optional_string(n)),
+            |a, n| format!("{:?}", a.string(n)),
+            |a, n| format!("{:?}", a.optional_integer(n)),
+            |a, n| format!("{:?}", a.number(n)),
+            |a, n| format!("{:?}", a.optional_boolean(n)),
+            |a, n| format!("{:?}", a.get(n)),
+            |a, n| format!("{:?}", a.string_list(n)),
+            |a, n| format!("{:?}", a.take_string(n)),
+            |a, n| format!("{:?}", a.take(n)),
+            |a, _| format!("{:?}", a.as_map()),
+        ];
+        for text in texts {
+            let map: Map<String, Value> = serde_json::from_str(text).unwrap();
+            // Each op on each name, then the same after each kind of take of each name.
+            for first in [None, Some(7), Some(8)] {
+                for taken in names {
+                    for (i, op) in ops.iter().enumerate() {
+                        for name in names {
+                            let mut lazy = if first == Some(7) {
+                                unindexed(text)
+                            } else {
+                                from_text(text)
+                            };
+                            let mut built = Arguments::from_map(map.clone());
+                            if let Some(take) = first {
+                                let (a, b) =
+                                    (ops[take](&mut lazy, taken), ops[take](&mut built, taken));
+                                assert_eq!(a, b, "{text}: take {taken}");
+                            }
+                            assert_eq!(
+                                op(&mut lazy, name),
+                                op(&mut built, name),
+                                "{text}: op {i} on {name} after {first:?} of {taken}"
+                            );
+                            assert_eq!(lazy, built, "{text}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_string_taken_from_text_is_gone_and_the_rest_stays() {
+        let mut args = from_text(r#"{"t":"a","t":"b","n":1}"#);
+        assert_eq!(
+            args.take_string("t").unwrap(),
+            "b",
+            "the last of duplicates"
+        );
+        assert!(
+            args.text().is_some(),
+            "taken from the text, the map not built"
+        );
+        assert_eq!(args.optional_string("t").unwrap(), None);
+        assert_eq!(args.integer("n").unwrap(), 1);
+        assert!(args.text().is_some());
+        assert_eq!(
+            args.as_map(),
+            &serde_json::from_str::<Map<String, Value>>(r#"{"n":1}"#).unwrap()
+        );
     }
 
     #[test]

@@ -17,7 +17,7 @@ use crate::mcp::logging::LogLevel;
 use crate::mcp::prompt::PromptMessage;
 use crate::mcp::resource::{Resource, ResourceContents, RESOURCE_NOT_FOUND};
 use crate::mcp::tool::{ToolError, ToolResult};
-use crate::message::{Apart, ErrorObject, ParamsApart};
+use crate::message::{Apart, ApartMember, ErrorObject, ParamsApart};
 use crate::worker_pool::WorkerPool;
 
 /// The most values a `completion/complete` result may hold (the spec's limit).
@@ -61,6 +61,7 @@ fn handler_answer(
 pub(crate) const TOOL_CALL_APART: ParamsApart = ParamsApart {
     method: "tools/call",
     names: ["name", "arguments"],
+    object_text: Some(1),
 };
 
 /// The `name` of a `tools/call` or `prompts/get`.
@@ -184,15 +185,25 @@ impl<S: 'static> McpServer<S> {
         // The arguments are moved out of the params (the request's own), never copied; `take`
         // leaves `null` rather than removing the member, which would rebalance the map. Read
         // apart (`TOOL_CALL_APART`), name and arguments are not in `params`.
+        // A small object's arguments come as its text (`Arguments` reads what the tool asks for).
         let arguments = match apart.as_deref_mut() {
-            Some([_, arguments]) => arguments.take(),
-            None => params.get_mut("arguments").map(Value::take),
+            Some([_, arguments]) => match arguments.take() {
+                Some(ApartMember::ObjectText(object)) => Arguments::from_object_text(object),
+                other => Arguments::from_map(arguments_object(
+                    other.map(ApartMember::into_value),
+                    "tools/call",
+                )?),
+            },
+            None => Arguments::from_map(arguments_object(
+                params.get_mut("arguments").map(Value::take),
+                "tools/call",
+            )?),
         };
         let name = match apart.as_deref() {
-            Some([name, _]) => string_name(name.as_ref(), "tools/call")?,
+            Some([Some(ApartMember::Value(name)), _]) => string_name(Some(name), "tools/call")?,
+            Some([_, _]) => string_name(None, "tools/call")?,
             None => call_name(params, "tools/call")?,
         };
-        let arguments = arguments_object(arguments, "tools/call")?;
         let Some((tool, run)) = self.tools.iter_mut().find(|(t, _)| t.name() == name) else {
             return Err(ErrorObject::invalid_params(format!("unknown tool: {name}"))
                 .with_data(json!({ "name": name })));
@@ -200,7 +211,7 @@ impl<S: 'static> McpServer<S> {
         let wanted = Self::task_wanted(name, tool.task_support_level(), params, scope)?;
         // The call's binding is for 2026-07-28 rounds only: the handshake era has one round.
         let binding = if scope.modern {
-            input::binding_of_map("tools/call", name, &arguments)
+            input::binding_of_map("tools/call", name, arguments.as_map())
         } else {
             String::new()
         };
@@ -211,10 +222,11 @@ impl<S: 'static> McpServer<S> {
                 let run = Arc::clone(run);
                 if let Some(wanted) = wanted {
                     let name = name.to_owned();
+                    let arguments = arguments.into_map();
                     return self
                         .start_task(wanted, &name, run, arguments, rounds, scope, token, cx);
                 }
-                let mut arguments = Arguments::from_map(arguments);
+                let mut arguments = arguments;
                 let name = name.to_owned();
                 let job = self.worker_job(scope, binding, token, rounds, None);
                 self.start_job(
@@ -230,7 +242,7 @@ impl<S: 'static> McpServer<S> {
             ToolRunner::OnLoop(run) => run,
         };
         let state = &mut self.state;
-        let mut arguments = Arguments::from_map(arguments);
+        let mut arguments = arguments;
         let mut mcx = McpContext::new(child_context(cx), scope, token, rounds);
         let outcome = catch_panic(|| run(state, &mut arguments, &mut mcx));
         let (rounds, changes) = mcx.into_parts();
