@@ -218,6 +218,38 @@ mod parse {
         });
     }
 
+    /// A call read apart, then its `text` argument taken as the demo's echo takes it: from
+    /// the arguments' text on a short line (the whole call: 100 B), built then moved on a long
+    /// one (100 KB).
+    #[divan::bench(consts = [100, 100_000])]
+    fn call_argument_taken<const TEXT: usize>(bencher: Bencher<'_, '_>) {
+        let line = call::<TEXT>();
+        bencher.counter(BytesCount::of_slice(&line)).bench(|| {
+            let (classified, apart) = mcpipe::internals::classify_call(black_box(&line));
+            let mut arguments = apart.and_then(|a| a.arguments()).expect("arguments");
+            let text = arguments.take_string("text").expect("a text");
+            assert_eq!(text.len(), TEXT);
+            black_box(text);
+            check(classified);
+        });
+    }
+
+    /// The same with the arguments' text built into a map first (by serde_json, then taken
+    /// from the map): what reading every value costs a tool that asks for one.
+    #[divan::bench(consts = [100, 100_000])]
+    fn call_argument_from_map<const TEXT: usize>(bencher: Bencher<'_, '_>) {
+        let line = call::<TEXT>();
+        bencher.counter(BytesCount::of_slice(&line)).bench(|| {
+            let (classified, apart) = mcpipe::internals::classify_call(black_box(&line));
+            let [_, arguments] = apart.expect("read apart").into_values();
+            let mut arguments = mcpipe::Arguments::from_value(arguments.expect("arguments"));
+            let text = arguments.take_string("text").expect("a text");
+            assert_eq!(text.len(), TEXT);
+            black_box(text);
+            check(classified);
+        });
+    }
+
     /// The `Value` path it replaced (still taken for batches, escaped names and errors).
     #[divan::bench(consts = [100, 100_000])]
     fn value_path<const TEXT: usize>(bencher: Bencher<'_, '_>) {
