@@ -218,6 +218,17 @@ mod parse {
         });
     }
 
+    /// Takes the echo's `text` as the demo does, and checks it and the call.
+    fn take_text<const TEXT: usize>(arguments: Option<mcpipe::Arguments>, call: Classified) {
+        let text = arguments
+            .expect("arguments")
+            .take_string("text")
+            .expect("a text");
+        assert_eq!(text.len(), TEXT);
+        black_box(text);
+        check(call);
+    }
+
     /// A call read apart, then its `text` argument taken as the demo's echo takes it: from
     /// the arguments' text on a short line (the whole call: 100 B), built then moved on a long
     /// one (100 KB).
@@ -226,11 +237,7 @@ mod parse {
         let line = call::<TEXT>();
         bencher.counter(BytesCount::of_slice(&line)).bench(|| {
             let (classified, apart) = mcpipe::internals::classify_call(black_box(&line));
-            let mut arguments = apart.and_then(|a| a.arguments()).expect("arguments");
-            let text = arguments.take_string("text").expect("a text");
-            assert_eq!(text.len(), TEXT);
-            black_box(text);
-            check(classified);
+            take_text::<TEXT>(apart.and_then(|a| a.arguments()), classified);
         });
     }
 
@@ -242,11 +249,7 @@ mod parse {
         bencher.counter(BytesCount::of_slice(&line)).bench(|| {
             let (classified, apart) = mcpipe::internals::classify_call(black_box(&line));
             let [_, arguments] = apart.expect("read apart").into_values();
-            let mut arguments = mcpipe::Arguments::from_value(arguments.expect("arguments"));
-            let text = arguments.take_string("text").expect("a text");
-            assert_eq!(text.len(), TEXT);
-            black_box(text);
-            check(classified);
+            take_text::<TEXT>(arguments.map(mcpipe::Arguments::from_value), classified);
         });
     }
 

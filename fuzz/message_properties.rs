@@ -78,28 +78,22 @@ fn check_arguments(line: &[u8]) {
     let mut from_map = mcpipe::Arguments::from_map(map.clone());
     let mut names: Vec<&str> = map.keys().map(String::as_str).collect();
     names.push("absent");
+    type Getter = fn(&mut mcpipe::Arguments, &str) -> String;
+    let getters: [Getter; 5] = [
+        |a, n| format!("{:?}", a.optional_string(n)),
+        |a, n| format!("{:?}", a.optional_integer(n)),
+        |a, n| format!("{:?}", a.optional_number(n)),
+        |a, n| format!("{:?}", a.optional_boolean(n)),
+        |a, n| format!("{:?}", a.take_string(n)),
+    ];
     for name in names {
-        let same = |a: String, b: String| assert_eq!(a, b, "arguments from text differ on {name}");
-        same(
-            format!("{:?}", from_text.optional_string(name)),
-            format!("{:?}", from_map.optional_string(name)),
-        );
-        same(
-            format!("{:?}", from_text.optional_integer(name)),
-            format!("{:?}", from_map.optional_integer(name)),
-        );
-        same(
-            format!("{:?}", from_text.optional_number(name)),
-            format!("{:?}", from_map.optional_number(name)),
-        );
-        same(
-            format!("{:?}", from_text.optional_boolean(name)),
-            format!("{:?}", from_map.optional_boolean(name)),
-        );
-        same(
-            format!("{:?}", from_text.take_string(name)),
-            format!("{:?}", from_map.take_string(name)),
-        );
+        for getter in getters {
+            assert_eq!(
+                getter(&mut from_text, name),
+                getter(&mut from_map, name),
+                "arguments from text differ on {name}"
+            );
+        }
     }
     assert_eq!(
         from_text.as_map(),
