@@ -137,22 +137,6 @@ pub(crate) fn top_level_spans(bytes: &[u8]) -> Option<Members<'_>> {
     Some(members)
 }
 
-/// Calls `member` with the name and the value's text of each member of the object that is the
-/// whole of `text`, in order (duplicates included), nothing built. `None` where
-/// [`top_level_members`] would decline (a member name with an escape, among others), or when
-/// `member` says `None`.
-pub(crate) fn object_spans<'a>(
-    text: &'a str,
-    mut member: impl FnMut(&'a str, &'a str) -> Option<()>,
-) -> Option<()> {
-    each_top_level_member(text, |name, reader| {
-        reader.skip_space();
-        let start = reader.pos;
-        reader.skip_value()?;
-        member(name, text.get(start..reader.pos)?)
-    })
-}
-
 /// An object's JSON text, checked, and where its members are.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct IndexedObject {
@@ -190,11 +174,19 @@ impl ObjectIndex {
 }
 
 impl MemberSpan {
-    /// Whether the member's name is `name` (in `text`, the object indexed).
+    /// Whether the member's name is `name` (in `text`, the object indexed): bytes compared,
+    /// no character boundary checked.
     #[inline]
     pub(crate) fn is_named(&self, text: &str, name: &str) -> bool {
         let (start, end) = self.name;
         text.as_bytes().get(usize::from(start)..usize::from(end)) == Some(name.as_bytes())
+    }
+
+    /// The member's name (in `text`, the object indexed).
+    #[inline]
+    pub(crate) fn name<'a>(&self, text: &'a str) -> &'a str {
+        let (start, end) = self.name;
+        text.get(usize::from(start)..usize::from(end)).unwrap_or("")
     }
 
     /// The member's value's text and, when it is a string without escapes, its contents.
