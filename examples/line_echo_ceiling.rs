@@ -1,7 +1,8 @@
 //! The line-echo ceiling: the least work a JSON-RPC stdio server can do per message, as a
 //! yardstick for the benchmarks (`cargo bench --bench pipe`; see BENCHMARKS.md).
 //!
-//! Run: `cargo run --release --example line_echo_ceiling [-- --mcp]`, then type
+//! Run: `cargo run --release --example line_echo_ceiling [-- --mcp --poll --parse value|ours]`
+//! (each option may be left out), then type
 //! `{"jsonrpc":"2.0","id":1,"method":"echo","params":{"text":"hi"}}`.
 //!
 //! It reads stdin in 1 MiB pieces, splits lines with memchr, and answers each line that has an
@@ -15,6 +16,13 @@
 //! answers, a closed output): the ceiling of such a loop, which is what `mcpipe`'s is. It is
 //! not one of the benchmark's baselines; BENCHMARKS.md uses it to show what one wait per
 //! round trip costs in ping-pong.
+//!
+//! With `--parse value` or `--parse ours` it first reads each line as JSON and throws the
+//! result away, then answers as before: into a `serde_json::Value` (the least a typical server
+//! does), or apart as mcpipe's loop reads a `tools/call` for its MCP layer, the echo tool's
+//! `text` taken from the arguments (`mcpipe::internals::classify_call`). The ceiling of a
+//! server that reads its requests, whatever its loop: BENCHMARKS.md (stop 26) uses it to show
+//! what reading alone costs in ping-pong.
 //!
 //! It relies on the layout the benchmark driver sends (`"id"` before `"method"`, `"params"`
 //! last, the text last in the params, no `"id":` or `"params":` inside strings), so it is no
@@ -35,6 +43,45 @@ enum Shape {
     Raw,
     /// `result` is an MCP tool result holding the request's `text` argument.
     Mcp,
+}
+
+/// `--parse`: how each line is read before it is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Parse {
+    /// Not at all (the ceiling).
+    None,
+    /// Into a `serde_json::Value`.
+    Value,
+    /// Apart, as mcpipe's loop reads a `tools/call`, and the `text` argument taken.
+    Ours,
+}
+
+/// Reads `line` as `parse` says and drops what was read. A line that is not what the mode
+/// expects is an error: the yardstick must have read what it claims to.
+fn read_line(line: &[u8], parse: Parse) -> io::Result<()> {
+    let bad = |what: &str| io::Error::new(io::ErrorKind::InvalidData, what.to_owned());
+    match parse {
+        Parse::None => {}
+        Parse::Value => {
+            let value: serde_json::Value =
+                serde_json::from_slice(line).map_err(|e| bad(&e.to_string()))?;
+            std::hint::black_box(value);
+        }
+        Parse::Ours => {
+            let (classified, apart) = mcpipe::internals::classify_call(line);
+            // Only a `tools/call` is read apart; other lines (`initialize`, notifications) have
+            // no text to take.
+            if let Some(apart) = apart {
+                let text = apart
+                    .arguments()
+                    .and_then(|mut arguments| arguments.take_string("text").ok())
+                    .ok_or_else(|| bad("a tools/call without a text argument"))?;
+                std::hint::black_box(text);
+            }
+            std::hint::black_box(classified);
+        }
+    }
+    Ok(())
 }
 
 /// Appends the reply to one line (if it needs one) to `out`.
@@ -114,10 +161,24 @@ impl InputPoll {
 fn run() -> io::Result<()> {
     let mut shape = Shape::Raw;
     let mut poll = None;
-    for arg in std::env::args().skip(1) {
+    let mut parse = Parse::None;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
         match arg.as_str() {
             "--mcp" => shape = Shape::Mcp,
             "--poll" => poll = Some(InputPoll::new()?),
+            "--parse" => {
+                parse = match args.next().as_deref() {
+                    Some("value") => Parse::Value,
+                    Some("ours") => Parse::Ours,
+                    _ => {
+                        return Err(io::Error::new(
+                            io::ErrorKind::InvalidInput,
+                            "--parse takes value or ours",
+                        ))
+                    }
+                }
+            }
             other => {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidInput,
@@ -151,6 +212,7 @@ fn run() -> io::Result<()> {
         let mut start = 0;
         while let Some(nl) = memchr::memchr(b'\n', &buf[scan_from..end]) {
             let line_end = scan_from + nl;
+            read_line(&buf[start..line_end], parse)?;
             answer(&buf[start..line_end], shape, &mut out);
             start = line_end + 1;
             scan_from = start;
@@ -165,6 +227,7 @@ fn run() -> io::Result<()> {
         }
     }
     if end > 0 {
+        read_line(&buf[..end], parse)?;
         answer(&buf[..end], shape, &mut out);
         output.write_all(&out)?;
     }
