@@ -6,13 +6,16 @@
 //!
 //! Options (after `--`): `--test` or `--smoke`, `--rounds N`, `--server 'CMD ARGS'` (measure
 //! another stdio server instead of mcpipe's; with `--mcp` it gets `tools/call echo` after
-//! `initialize`, else raw `echo`), `--name NAME` (its column title), and words that filter the
-//! scenarios by name.
+//! `initialize`, else raw `echo`), `--name NAME` (its column title), `--peer 'NAME=CMD ARGS'`
+//! (repeatable: another MCP server measured in a column of its own beside mcpipe's, on smaller
+//! workloads, see [`Sizes::for_peers`]; `scripts/bench-peers.sh` runs the official SDKs' echo
+//! servers this way), and words that filter the scenarios by name.
 //!
 //! The driver builds the servers it measures with `cargo build --release`: `examples/echo_server`
 //! (raw `echo`), `mcpipe demo` (the MCP demo server, used with `tools/call echo` once it answers
 //! `initialize`), and the two baselines, `examples/line_echo_ceiling` and `examples/naive_loop`.
 
+mod report;
 mod scenarios;
 mod session;
 mod wire;
@@ -25,6 +28,10 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::report::{
+    median, print_issue_13_targets, print_peers, print_table, print_targets, Better, Table,
+    EOF_EXIT, IDLE_RSS, LARGE_100K, LARGE_10M, MIB, PIPELINED, PIPELINED_RSS, SLOW_CALLS,
+};
 use crate::scenarios::{Env, Workload};
 use crate::session::Subject;
 use crate::wire::Protocol;
@@ -56,6 +63,22 @@ impl Sizes {
         }
     }
 
+    /// The sizes for a peer (`--peer`): the official SDKs answer 10 to 300 times slower than
+    /// mcpipe, so each workload is capped to keep a round within minutes. Rates and percentiles
+    /// do not depend on the count; the warm-up still comes first.
+    fn for_peers(&self) -> Sizes {
+        Sizes {
+            rounds: self.rounds,
+            pipelined: self.pipelined.min(20_000),
+            large_100k: self.large_100k.min(200),
+            large_10m: self.large_10m.min(4),
+            ping_warmup: self.ping_warmup.min(200),
+            ping_pinned: self.ping_pinned.min(5_000),
+            ping_unpinned: self.ping_unpinned.min(2_000),
+            bursts: self.bursts.min(3),
+        }
+    }
+
     fn smoke() -> Sizes {
         Sizes {
             rounds: 1,
@@ -77,6 +100,8 @@ struct Options {
     server: Option<String>,
     name: Option<String>,
     mcp: bool,
+    /// `--peer NAME=CMD`: columns after the naive loop's.
+    peers: Vec<Subject>,
     filters: Vec<String>,
 }
 
@@ -101,6 +126,17 @@ impl Options {
                 "--server" => opts.server = Some(args.next().ok_or("--server needs a command")?),
                 "--name" => opts.name = Some(args.next().ok_or("--name needs a name")?),
                 "--mcp" => opts.mcp = true,
+                "--peer" => {
+                    let spec = args.next().ok_or("--peer needs NAME=COMMAND")?;
+                    let (name, command) = spec
+                        .split_once('=')
+                        .filter(|(name, command)| !name.is_empty() && !command.trim().is_empty())
+                        .ok_or_else(|| format!("--peer {spec:?}: expected NAME=COMMAND"))?;
+                    opts.peers.push(Subject {
+                        name: name.to_owned(),
+                        argv: command.split_whitespace().map(str::to_owned).collect(),
+                    });
+                }
                 flag if flag.starts_with("--") => return Err(format!("unknown option {flag}")),
                 filter => opts.filters.push(filter.to_owned()),
             }
@@ -175,282 +211,6 @@ fn load_average() -> String {
         .unwrap_or_else(|_| "?".to_owned())
 }
 
-/// Whether a bigger or a smaller figure is better.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Better {
-    Higher,
-    Lower,
-}
-
-/// One table row: a figure per round per subject.
-#[derive(Debug)]
-struct Row {
-    name: String,
-    unit: &'static str,
-    better: Better,
-    /// `values[round][subject]`.
-    values: Vec<Vec<Option<f64>>>,
-}
-
-#[derive(Debug)]
-struct Table {
-    subjects: usize,
-    rows: Vec<Row>,
-}
-
-impl Table {
-    fn record(
-        &mut self,
-        round: usize,
-        subject: usize,
-        name: &str,
-        unit: &'static str,
-        better: Better,
-        value: Option<f64>,
-    ) {
-        let index = match self.rows.iter().position(|r| r.name == name) {
-            Some(i) => i,
-            None => {
-                self.rows.push(Row {
-                    name: name.to_owned(),
-                    unit,
-                    better,
-                    values: Vec::new(),
-                });
-                self.rows.len() - 1
-            }
-        };
-        let row = &mut self.rows[index];
-        while row.values.len() <= round {
-            row.values.push(vec![None; self.subjects]);
-        }
-        row.values[round][subject] = value;
-    }
-
-    fn row(&self, name: &str) -> Option<&Row> {
-        self.rows.iter().find(|r| r.name == name)
-    }
-}
-
-fn median(mut values: Vec<f64>) -> Option<f64> {
-    if values.is_empty() {
-        return None;
-    }
-    values.sort_by(f64::total_cmp);
-    let mid = values.len() / 2;
-    Some(if values.len() % 2 == 1 {
-        values[mid]
-    } else {
-        (values[mid - 1] + values[mid]) / 2.0
-    })
-}
-
-impl Row {
-    fn of(&self, subject: usize) -> Vec<f64> {
-        self.values.iter().filter_map(|r| r[subject]).collect()
-    }
-
-    fn median(&self, subject: usize) -> Option<f64> {
-        median(self.of(subject))
-    }
-
-    /// The median over rounds of the subject's figure divided by the ceiling's in that round.
-    fn ratio(&self, subject: usize) -> Option<f64> {
-        median(
-            self.values
-                .iter()
-                .filter_map(|r| Some(r[subject]? / r[0]?))
-                .filter(|x| x.is_finite())
-                .collect(),
-        )
-    }
-
-    /// (max − min) / median of the subject's figures, as a percentage.
-    fn spread(&self, subject: usize) -> Option<f64> {
-        let values = self.of(subject);
-        let min = values.iter().copied().reduce(f64::min)?;
-        let max = values.iter().copied().reduce(f64::max)?;
-        Some((max - min) / self.median(subject)? * 100.0).filter(|s| s.is_finite())
-    }
-}
-
-fn show(value: f64, unit: &str) -> String {
-    let digits = if value >= 100.0 {
-        0
-    } else if value >= 10.0 {
-        1
-    } else if value >= 1.0 {
-        2
-    } else {
-        3
-    };
-    if unit.is_empty() {
-        format!("{value:.digits$}")
-    } else {
-        format!("{value:.digits$} {unit}")
-    }
-}
-
-/// Prints the table as Markdown: the median per subject with its ratio to the ceiling, and the
-/// spread of the subject under test across rounds.
-#[allow(clippy::print_stdout)] // The report is the bench's output.
-fn print_table(table: &Table, names: &[String], rounds: usize) {
-    println!(
-        "\n| scenario (median of {rounds}) | {} | spread of {} |",
-        names.join(" | "),
-        names[1]
-    );
-    println!("|{}", "---|".repeat(names.len() + 2));
-    for row in &table.rows {
-        let mut cells = vec![format!("{} ({})", row.name, row.unit)];
-        for subject in 0..names.len() {
-            cells.push(match (row.median(subject), row.ratio(subject)) {
-                (Some(m), Some(r)) if subject > 0 => format!("{} ({r:.2}×)", show(m, "")),
-                (Some(m), _) => show(m, ""),
-                _ => "–".to_owned(),
-            });
-        }
-        cells.push(
-            row.spread(1)
-                .map(|s| format!("{s:.0} %"))
-                .unwrap_or_else(|| "–".to_owned()),
-        );
-        let arrow = match row.better {
-            Better::Higher => "↑",
-            Better::Lower => "↓",
-        };
-        println!("| {arrow} {} |", cells.join(" | "));
-    }
-}
-
-/// Prints each target of issue 5 with the figure that decides it.
-#[allow(clippy::print_stdout)] // The report is the bench's output.
-fn print_targets(table: &Table, large_bytes: f64) {
-    println!("\n| target (issue 5) | measured | met |");
-    println!("|---|---|---|");
-    let line = |target: String, measured: Option<f64>, ok: &dyn Fn(f64) -> bool, unit: &str| {
-        let (shown, met) = match measured {
-            Some(m) => (show(m, unit), if ok(m) { "yes" } else { "no" }),
-            None => ("–".to_owned(), "not measured"),
-        };
-        println!("| {target} | {shown} | {met} |");
-    };
-    let ratio = |name: &str| table.row(name).and_then(|r| r.ratio(1));
-    let value = |name: &str| table.row(name).and_then(|r| r.median(1));
-    line(
-        "pipelined small-message throughput ≥ 0.60× ceiling".into(),
-        ratio(PIPELINED),
-        &|r| r >= 0.60,
-        "×",
-    );
-    line(
-        "ping-pong p50 (pinned) ≤ 1.2× ceiling".into(),
-        ratio(PING_P50),
-        &|r| r <= 1.2,
-        "×",
-    );
-    for name in [LARGE_100K, LARGE_10M] {
-        line(
-            format!("{name} throughput ≥ 0.80× ceiling"),
-            ratio(name),
-            &|r| r >= 0.80,
-            "×",
-        );
-    }
-    line(
-        format!(
-            "peak RSS with {} MB messages < 3× the message size",
-            large_bytes / 1e6
-        ),
-        value(LARGE_10M_RSS).map(|mib| mib * MIB / large_bytes),
-        &|r| r < 3.0,
-        "× message size",
-    );
-    line(
-        "idle RSS ≤ 3 MiB".into(),
-        value(IDLE_RSS),
-        &|m| m <= 3.0,
-        "MiB",
-    );
-    line(
-        "RSS under pipelined small messages ≤ 16 MiB".into(),
-        value(PIPELINED_RSS),
-        &|m| m <= 16.0,
-        "MiB",
-    );
-    line(
-        "stdin EOF to exit ≤ 2 ms".into(),
-        value(EOF_EXIT),
-        &|m| m <= 2.0,
-        "ms",
-    );
-}
-
-/// Prints each target of issue 13 (performance) with the figure that decides it.
-#[allow(clippy::print_stdout)] // The report is the bench's output.
-fn print_issue_13_targets(table: &Table, large_bytes: f64) {
-    println!("\n| target (issue 13) | measured | met |");
-    println!("|---|---|---|");
-    let verdict = |target: &str, measured: Option<(String, bool)>| {
-        let (shown, met) = match measured {
-            Some((shown, ok)) => (shown, if ok { "yes" } else { "no" }),
-            None => ("–".to_owned(), "not measured"),
-        };
-        println!("| {target} | {shown} | {met} |");
-    };
-    let ratio = |name: &str, ok: &dyn Fn(f64) -> bool| {
-        let r = table.row(name)?.ratio(1)?;
-        Some((show(r, "×"), ok(r)))
-    };
-    verdict(
-        "pipelined 100 B ≥ 0.60× ceiling",
-        ratio(PIPELINED, &|r| r >= 0.60),
-    );
-    verdict(
-        "ping-pong p50 (pinned) ≤ 1.1× ceiling",
-        ratio(PING_P50, &|r| r <= 1.1),
-    );
-    let ping = table.row(PING_P50);
-    verdict(
-        "ping-pong p50 (pinned) ≤ the naive loop's",
-        ping.and_then(|row| {
-            let (ours, naive) = (row.median(1)?, row.median(2)?);
-            Some((
-                format!("{} against {}", show(ours, "µs"), show(naive, "µs")),
-                ours <= naive,
-            ))
-        }),
-    );
-    for name in [LARGE_100K, LARGE_10M] {
-        verdict(
-            &format!("{name} ≥ 1.0× the ceiling's MB/s"),
-            ratio(name, &|r| r >= 1.0),
-        );
-    }
-    verdict(
-        &format!(
-            "peak RSS with {} MB messages ≤ 2.5× the message",
-            large_bytes / 1e6
-        ),
-        table.row(LARGE_10M_RSS).and_then(|row| {
-            let r = row.median(1)? * MIB / large_bytes;
-            Some((show(r, "× message size"), r <= 2.5))
-        }),
-    );
-}
-
-const PIPELINED: &str = "pipelined 100 B";
-const PIPELINED_RSS: &str = "peak RSS, pipelined 100 B";
-const LARGE_100K: &str = "100 KB messages";
-const LARGE_10M: &str = "10 MB messages";
-const LARGE_10M_RSS: &str = "peak RSS, 10 MB messages";
-const PING_P50: &str = "ping-pong p50, pinned";
-const IDLE_RSS: &str = "idle RSS after init burst";
-/// 20 `sleep` calls of 200 ms in one write (smoke: 4 of 20 ms), to the last answer.
-const SLOW_CALLS: &str = "20 concurrent 200 ms sleep calls, to the last answer";
-const EOF_EXIT: &str = "stdin EOF to exit";
-const MIB: f64 = 1024.0 * 1024.0;
-
 /// The scenarios in the order they run (and are filtered by).
 const SCENARIOS: [&str; 7] = [
     "pipelined",
@@ -461,6 +221,37 @@ const SCENARIOS: [&str; 7] = [
     "init-burst",
     "slow-calls",
 ];
+
+/// The column of the first `--peer`: after the ceiling, the subject and the naive loop.
+const FIRST_PEER: usize = 3;
+
+/// The requests of one size set, built once and sent in every round.
+struct Workloads {
+    sizes: Sizes,
+    small: Arc<Workload>,
+    large: [(&'static str, Arc<Workload>); 2],
+}
+
+impl Workloads {
+    fn new(protocol: Protocol, sizes: Sizes, large_text: usize) -> Workloads {
+        let small = Arc::new(Workload::new(protocol, sizes.pipelined, 100));
+        let large = [
+            (
+                LARGE_100K,
+                Arc::new(Workload::new(protocol, sizes.large_100k, 100_000)),
+            ),
+            (
+                LARGE_10M,
+                Arc::new(Workload::new(protocol, sizes.large_10m, large_text)),
+            ),
+        ];
+        Workloads {
+            sizes,
+            small,
+            large,
+        }
+    }
+}
 
 #[allow(clippy::too_many_lines)]
 fn run() -> Result<(), String> {
@@ -518,11 +309,15 @@ fn run() -> Result<(), String> {
             argv,
         })
     };
-    let subjects = [
+    if !opts.peers.is_empty() && protocol != Protocol::Mcp {
+        return Err("--peer measures MCP servers: it needs an MCP subject (`--mcp`)".to_owned());
+    }
+    let mut subjects = vec![
         baseline("line-echo ceiling", "line_echo_ceiling")?,
         subject,
         baseline("naive loop", "naive_loop")?,
     ];
+    subjects.extend(opts.peers.iter().cloned());
     let names: Vec<String> = subjects.iter().map(|s| s.name.clone()).collect();
     let env = Env {
         protocol,
@@ -550,17 +345,12 @@ fn run() -> Result<(), String> {
     );
 
     let large_text = 10_000_000;
-    let small = Arc::new(Workload::new(protocol, sizes.pipelined, 100));
-    let large = [
-        (
-            LARGE_100K,
-            Arc::new(Workload::new(protocol, sizes.large_100k, 100_000)),
-        ),
-        (
-            LARGE_10M,
-            Arc::new(Workload::new(protocol, sizes.large_10m, large_text)),
-        ),
-    ];
+    let ours = Workloads::new(protocol, sizes.clone(), large_text);
+    let for_peers =
+        (!opts.peers.is_empty()).then(|| Workloads::new(protocol, sizes.for_peers(), large_text));
+    if let Some(work) = &for_peers {
+        eprintln!("pipe: peers' sizes {:?}", work.sizes);
+    }
     let mut table = Table {
         subjects: subjects.len(),
         rows: Vec::new(),
@@ -571,6 +361,10 @@ fn run() -> Result<(), String> {
         eprintln!("pipe: round {} of {}", round + 1, sizes.rounds);
         for scenario in SCENARIOS.into_iter().filter(|s| wanted(s)) {
             for (i, subject) in subjects.iter().enumerate() {
+                let work = match &for_peers {
+                    Some(work) if i >= FIRST_PEER => work,
+                    _ => &ours,
+                };
                 let fail = |e: String| format!("{scenario} on {}: {e}", subject.name);
                 let mut rec = |name: &str, unit, better, value| {
                     table.record(round, i, name, unit, better, value);
@@ -578,8 +372,8 @@ fn run() -> Result<(), String> {
                 match scenario {
                     "pipelined" | "windowed" => {
                         let window = (scenario == "windowed").then_some(64);
-                        let t =
-                            scenarios::pipelined(&env, subject, &small, window).map_err(fail)?;
+                        let t = scenarios::pipelined(&env, subject, &work.small, window)
+                            .map_err(fail)?;
                         let name = if window.is_some() {
                             "pipelined 100 B, ≤ 64 in flight"
                         } else {
@@ -608,9 +402,9 @@ fn run() -> Result<(), String> {
                         }
                     }
                     "large" => {
-                        for (name, work) in &large {
-                            let t =
-                                scenarios::pipelined(&env, subject, work, None).map_err(fail)?;
+                        for (name, workload) in &work.large {
+                            let t = scenarios::pipelined(&env, subject, workload, None)
+                                .map_err(fail)?;
                             rec(name, "MB/s", Better::Higher, Some(t.megabytes_per_second));
                             let rss_name = format!("peak RSS, {name}");
                             rec(&rss_name, "MiB", Better::Lower, t.peak_rss.map(|b| b / MIB));
@@ -619,13 +413,18 @@ fn run() -> Result<(), String> {
                     "ping-pong-pinned" | "ping-pong" => {
                         let pinned = scenario == "ping-pong-pinned";
                         let count = if pinned {
-                            sizes.ping_pinned
+                            work.sizes.ping_pinned
                         } else {
-                            sizes.ping_unpinned
+                            work.sizes.ping_unpinned
                         };
-                        let l =
-                            scenarios::ping_pong(&env, subject, pinned, sizes.ping_warmup, count)
-                                .map_err(fail)?;
+                        let l = scenarios::ping_pong(
+                            &env,
+                            subject,
+                            pinned,
+                            work.sizes.ping_warmup,
+                            count,
+                        )
+                        .map_err(fail)?;
                         let which = if pinned { "pinned" } else { "unpinned" };
                         rec(
                             &format!("ping-pong p50, {which}"),
@@ -658,7 +457,7 @@ fn run() -> Result<(), String> {
                     "init-burst" => {
                         let mut times = Vec::new();
                         let mut rss = Vec::new();
-                        for _ in 0..sizes.bursts {
+                        for _ in 0..work.sizes.bursts {
                             let b = scenarios::init_burst(&env, subject).map_err(fail)?;
                             times.push(b.spawn_to_answer.as_secs_f64() * 1e3);
                             rss.extend(b.idle_rss.map(|r| r / MIB));
@@ -694,6 +493,9 @@ fn run() -> Result<(), String> {
     print_table(&table, &names, sizes.rounds);
     print_targets(&table, large_text as f64);
     print_issue_13_targets(&table, large_text as f64);
+    if !opts.peers.is_empty() {
+        print_peers(&table, &names, FIRST_PEER);
+    }
     // Kept only when something failed, for the error message that points to it.
     let _ = std::fs::remove_file(&log_path);
     Ok(())
