@@ -14,6 +14,10 @@ pub(crate) const MIN_READ: usize = 64 * 1024;
 /// stay alive while this one is answered).
 const MAX_STEP: usize = 64 * 1024;
 
+/// A buffer up to this size is kept once its line is taken: lines of a hundred kilobytes or so,
+/// one after another, reuse it instead of each allocating (and faulting in) a fresh one.
+const KEEP: usize = 4 * MIN_READ;
+
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
 /// What [`LineBuffer::next_line`] found.
@@ -108,7 +112,7 @@ impl LineBuffer {
     /// Gives the memory of a large line back once it has been taken: called after each line is
     /// handled, so that a long line's buffer is not held while its response is built.
     pub(crate) fn give_back(&mut self) {
-        if self.buf.capacity() <= 2 * MIN_READ {
+        if self.buf.capacity() <= KEEP {
             return;
         }
         let pending = self.end - self.start;
@@ -491,6 +495,39 @@ mod tests {
         spare[0] = b'\n';
         lb.commit(1);
         assert!(matches!(lb.next_line(), Some(Line::Complete(l)) if l.len() == big));
+    }
+
+    #[test]
+    fn lines_of_a_hundred_kilobytes_in_a_row_reuse_one_buffer() {
+        // Pipe-sized reads (64 KiB) of 100 KB lines: the buffer that the first lines grew is
+        // kept for the next ones, not replaced after each line (a fresh buffer per line is
+        // faulted in page by page by the read that fills it).
+        let mut lb = LineBuffer::new(1 << 20);
+        let mut line = vec![b'x'; 100_000];
+        line.push(b'\n');
+        let input = line.repeat(20);
+        let mut rest = &input[..];
+        let mut first_buffer = None;
+        let mut lines = 0;
+        while !rest.is_empty() {
+            let spare = lb.spare();
+            let n = spare.len().min(MIN_READ).min(rest.len());
+            spare[..n].copy_from_slice(&rest[..n]);
+            lb.commit(n);
+            rest = &rest[n..];
+            while let Some(Line::Complete(l)) = lb.next_line() {
+                assert_eq!(l.len(), 100_000);
+                lines += 1;
+                lb.give_back();
+                // The buffer reaches its size during the second line (a line and a read).
+                if lines >= 2 {
+                    let at = lb.buf.as_ptr();
+                    assert_eq!(*first_buffer.get_or_insert(at), at, "line {lines}");
+                }
+                assert!(lb.capacity() <= KEEP, "capacity {}", lb.capacity());
+            }
+        }
+        assert_eq!(lines, 20);
     }
 
     #[test]

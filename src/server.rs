@@ -19,7 +19,7 @@ const SHUTDOWN_FLUSH_GRACE: Duration = Duration::from_millis(50);
 
 /// Output waiting past this, with the peer's pipe full, is lagging: before the next read the
 /// loop gives the peer up to [`LAG_WAIT`] to take some.
-const LAG_BYTES: usize = 1 << 20;
+const LAG_BYTES: usize = 256 << 10;
 
 /// The longest the loop waits, once per read, for a lagging peer to read.
 const LAG_WAIT: Duration = Duration::from_millis(1);

@@ -17,6 +17,10 @@ const LARGE_CAPACITY: usize = 4 << 20;
 /// to a buffer of its own size (see `compact`).
 const RELEASE_BELOW: usize = 256 << 10;
 
+/// Written bytes are dropped from the front of the buffer once there are more than this many
+/// and they are the larger part of it.
+const COMPACT_AFTER: usize = 64 * 1024;
+
 /// What a buffer grown for a large message shrinks to.
 const SHRUNK_CAPACITY: usize = 64 * 1024;
 
@@ -108,7 +112,7 @@ impl WriteQueue {
             rest.extend_from_slice(&self.buf[self.pos..]);
             self.buf = rest;
             self.pos = 0;
-        } else if self.pos > KEEP_CAPACITY && self.pos * 2 > self.buf.len() {
+        } else if self.pos > COMPACT_AFTER && self.pos * 2 > self.buf.len() {
             self.buf.drain(..self.pos);
             self.pos = 0;
         }
@@ -169,6 +173,43 @@ mod tests {
             })
             .unwrap());
         assert_eq!(calls, 1);
+    }
+
+    #[test]
+    fn a_peer_that_keeps_a_backlog_does_not_make_written_bytes_pile_up() {
+        // 100 KB answers, the peer taking one answer's worth per turn behind a backlog of
+        // three: the written bytes are dropped from the front long before a megabyte of them
+        // sits in the buffer beside what is still to be written.
+        let mut q = WriteQueue::new(64 << 20);
+        let mut message = vec![b'z'; 100_000];
+        message.push(b'\n');
+        let mut written = 0;
+        for turn in 0..40 {
+            q.push_bytes(&message);
+            if turn < 3 {
+                continue;
+            }
+            let mut budget = message.len();
+            let done = q
+                .write_to(|b| {
+                    if budget == 0 {
+                        return Err(io::ErrorKind::WouldBlock.into());
+                    }
+                    let n = b.len().min(budget);
+                    budget -= n;
+                    written += n;
+                    Ok(n)
+                })
+                .unwrap();
+            assert!(!done);
+            assert!(
+                q.buf.len() <= 2 * q.pending() + COMPACT_AFTER,
+                "turn {turn}: {} bytes held for {} pending",
+                q.buf.len(),
+                q.pending()
+            );
+        }
+        assert_eq!(written + q.pending(), 40 * message.len());
     }
 
     #[test]

@@ -88,6 +88,21 @@ fn stats_are_structured_and_count() {
 }
 
 #[test]
+fn the_echo_cache_keeps_small_texts_only() {
+    // The demo's cache is there for the idle hook to evict; a 100 KB text is echoed but not
+    // kept (the cache holds 64 KiB in all), so large messages cost the demo no memory of its
+    // own beyond the transport's.
+    let mut demo = ready();
+    let big = "b".repeat(100_000);
+    demo.call(1, "echo", json!({ "text": big }));
+    assert_eq!(text(&demo.result(1)), big);
+    demo.call(2, "echo", json!({ "text": "small" }));
+    demo.result(2);
+    demo.call(3, "stats", json!({}));
+    assert_eq!(demo.result(3)["structuredContent"]["cache_entries"], 1);
+}
+
+#[test]
 fn missing_or_wrong_arguments_are_error_results_naming_them() {
     let mut demo = ready();
     demo.call(1, "echo", json!({}));

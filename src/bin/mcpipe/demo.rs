@@ -49,7 +49,7 @@ const CACHE_LIMIT: usize = 1000;
 
 /// How many bytes of echoed text the cache keeps in all; a longer text is not cached. The cache
 /// is there to show the idle hook evicting something, not to hold on to large messages.
-const CACHE_BYTES: usize = 1 << 20;
+const CACHE_BYTES: usize = 64 << 10;
 
 /// The most output `run` captures from each stream.
 const RUN_OUTPUT_LIMIT: usize = 1 << 20;
