@@ -4,7 +4,7 @@
 # the same `echo` tool served by rmcp (Rust), the Python SDK and the TypeScript SDK
 # (interop/peers/), each in a column of its own, every response checked.
 #
-#   scripts/bench-peers.sh                      # 3 rounds of every scenario (about 15 minutes)
+#   scripts/bench-peers.sh                      # 3 rounds of every scenario (about 4 minutes here)
 #   scripts/bench-peers.sh --rounds 1 ping-pong # extra arguments go to the driver
 #   scripts/bench-peers.sh --test               # smoke mode: each scenario once, tiny
 #
