@@ -125,6 +125,21 @@ mod tests {
     use crate::message::{Notification, Response};
     use serde_json::json;
 
+    /// One pass of the loop's writing to a peer that takes `budget` bytes (appended to `out`),
+    /// then has a full pipe: whether the queue emptied.
+    fn write_at_most(q: &mut WriteQueue, mut budget: usize, out: &mut Vec<u8>) -> bool {
+        q.write_to(|b| {
+            if budget == 0 {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            let n = b.len().min(budget);
+            budget -= n;
+            out.extend_from_slice(&b[..n]);
+            Ok(n)
+        })
+        .unwrap()
+    }
+
     #[test]
     fn partial_writes_resume_where_they_stopped() {
         let mut q = WriteQueue::new(1 << 20);
@@ -183,25 +198,13 @@ mod tests {
         let mut q = WriteQueue::new(64 << 20);
         let mut message = vec![b'z'; 100_000];
         message.push(b'\n');
-        let mut written = 0;
+        let mut out = Vec::new();
         for turn in 0..40 {
             q.push_bytes(&message);
             if turn < 3 {
                 continue;
             }
-            let mut budget = message.len();
-            let done = q
-                .write_to(|b| {
-                    if budget == 0 {
-                        return Err(io::ErrorKind::WouldBlock.into());
-                    }
-                    let n = b.len().min(budget);
-                    budget -= n;
-                    written += n;
-                    Ok(n)
-                })
-                .unwrap();
-            assert!(!done);
+            assert!(!write_at_most(&mut q, message.len(), &mut out));
             assert!(
                 q.buf.len() <= 2 * q.pending() + COMPACT_AFTER,
                 "turn {turn}: {} bytes held for {} pending",
@@ -209,7 +212,7 @@ mod tests {
                 q.pending()
             );
         }
-        assert_eq!(written + q.pending(), 40 * message.len());
+        assert_eq!(out.len() + q.pending(), 40 * message.len());
     }
 
     #[test]
@@ -288,18 +291,8 @@ mod tests {
                 sent.extend_from_slice(&line);
                 // One pass of the loop's writing: the peer takes all but `left` bytes, then
                 // its pipe is full.
-                let mut budget = q.pending().saturating_sub(lefts.next().unwrap_or(0));
-                let done = q
-                    .write_to(|b| {
-                        if budget == 0 {
-                            return Err(io::ErrorKind::WouldBlock.into());
-                        }
-                        let n = b.len().min(budget);
-                        budget -= n;
-                        out.extend_from_slice(&b[..n]);
-                        Ok(n)
-                    })
-                    .unwrap();
+                let budget = q.pending().saturating_sub(lefts.next().unwrap_or(0));
+                let done = write_at_most(&mut q, budget, &mut out);
                 if !done && q.pending() <= RELEASE_BELOW {
                     proptest::prop_assert!(
                         q.buf.capacity() <= LARGE_CAPACITY,
