@@ -4,7 +4,7 @@
 //! [`LineBuffer::commit`], and takes lines with [`LineBuffer::next_line`]. Bytes are searched for
 //! `\n` once only, so a 64 MiB line arriving in 64 KiB pieces costs O(n), not O(n²).
 
-/// How much room a read gets at the least; also the size the buffer shrinks back to.
+/// How much room a read gets at the least (a buffer let go is replaced by one of twice this).
 pub(crate) const MIN_READ: usize = 64 * 1024;
 
 /// The most a long line's buffer is zeroed ahead of the reads that fill it, so also about the
@@ -110,7 +110,8 @@ impl LineBuffer {
     }
 
     /// Gives the memory of a large line back once it has been taken: called after each line is
-    /// handled, so that a long line's buffer is not held while its response is built.
+    /// handled, so that a long line's buffer is not held while its response is built. A buffer
+    /// of at most [`KEEP`] is kept for the next lines.
     pub(crate) fn give_back(&mut self) {
         if self.buf.capacity() <= KEEP {
             return;

@@ -7,9 +7,9 @@
 //! Options (after `--`): `--test` or `--smoke`, `--rounds N`, `--server 'CMD ARGS'` (measure
 //! another stdio server instead of mcpipe's; with `--mcp` it gets `tools/call echo` after
 //! `initialize`, else raw `echo`), `--name NAME` (its column title), `--peer 'NAME=CMD ARGS'`
-//! (repeatable: another MCP server measured in a column of its own beside mcpipe's, on smaller
-//! workloads, see [`Sizes::for_peers`]; `scripts/bench-peers.sh` runs the official SDKs' echo
-//! servers this way), and words that filter the scenarios by name.
+//! (repeatable: another MCP server measured in a column of its own beside mcpipe's, on capped
+//! small-message workloads, see [`Sizes::for_peers`]; `scripts/bench-peers.sh` runs the
+//! official SDKs' echo servers this way), and words that filter the scenarios by name.
 //!
 //! The driver builds the servers it measures with `cargo build --release`: `examples/echo_server`
 //! (raw `echo`), `mcpipe demo` (the MCP demo server, used with `tools/call echo` once it answers
