@@ -1,7 +1,10 @@
 //! The benchmark's `echo` tool on rmcp, the official Rust MCP SDK, over stdio: the load driver
 //! (benches/pipe) calls `tools/call echo` with `{"text": ...}` and checks that the text comes
 //! back as the result's first text content. Written the way rmcp's documentation shows a tool
-//! server (its macros, its `stdio()` transport, Tokio's multi-threaded runtime), nothing tuned.
+//! server (its macros, its `stdio()` transport, Tokio's multi-threaded runtime), nothing tuned;
+//! with `--pipes`, rmcp's `stdio_pipes()` transport instead (stdin and stdout as non-blocking
+//! pipes on Tokio's reactor, not the blocking thread pool: its faster option for a server
+//! launched with pipes).
 
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::{tool, tool_handler, tool_router, ServerHandler, ServiceExt};
@@ -31,7 +34,16 @@ impl ServerHandler for Echo {}
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let service = Echo.serve(rmcp::transport::stdio()).await?;
-    service.waiting().await?;
+    if std::env::args().any(|arg| arg == "--pipes") {
+        Echo.serve(rmcp::transport::stdio_pipes())
+            .await?
+            .waiting()
+            .await?;
+    } else {
+        Echo.serve(rmcp::transport::stdio())
+            .await?
+            .waiting()
+            .await?;
+    }
     Ok(())
 }
