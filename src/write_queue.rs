@@ -104,15 +104,22 @@ impl WriteQueue {
     /// Drops written bytes from the front once they are the larger part of the buffer. A large
     /// buffer (a large message) almost all written gives its memory back: what is left moves
     /// to a buffer of its own size, so that the written megabytes are not resident beside the
-    /// next message.
+    /// next message. Until then a large buffer is compacted only when it is nearly full: moving
+    /// the unwritten half of a 10 MB answer to the front frees no memory (the pages stay
+    /// resident) and was 4 % of a 10 MB echo's time; it only makes room, which the spare
+    /// capacity usually holds.
     fn compact(&mut self) {
         let pending = self.pending();
-        if self.buf.capacity() > LARGE_CAPACITY && pending <= RELEASE_BELOW {
+        let large = self.buf.capacity() > LARGE_CAPACITY;
+        if large && pending <= RELEASE_BELOW {
             let mut rest = Vec::with_capacity(pending.max(SHRUNK_CAPACITY));
             rest.extend_from_slice(&self.buf[self.pos..]);
             self.buf = rest;
             self.pos = 0;
-        } else if self.pos > COMPACT_AFTER && self.pos * 2 > self.buf.len() {
+        } else if self.pos > COMPACT_AFTER
+            && self.pos * 2 > self.buf.len()
+            && (!large || self.buf.capacity() - self.buf.len() < COMPACT_AFTER)
+        {
             self.buf.drain(..self.pos);
             self.pos = 0;
         }
@@ -213,6 +220,27 @@ mod tests {
             );
         }
         assert_eq!(out.len() + q.pending(), 40 * message.len());
+    }
+
+    #[test]
+    fn a_large_answer_is_not_moved_while_it_is_written_in_pieces() {
+        // A 10 MB answer with room behind it, the peer taking 64 KiB a turn: nothing moves
+        // until the end, when the last bytes go to a small buffer of their own.
+        let mut q = WriteQueue::new(64 << 20);
+        q.buffer().reserve(16 << 20);
+        let mut message = vec![b'w'; 10_000_000];
+        message.push(b'\n');
+        q.push_bytes(&message);
+        let start = q.buf.as_ptr();
+        let mut out = Vec::new();
+        while q.pending() > RELEASE_BELOW + (64 << 10) {
+            assert!(!write_at_most(&mut q, 64 << 10, &mut out));
+            assert_eq!(q.buf.as_ptr(), start);
+            assert_eq!(q.pos, out.len(), "the written bytes were moved");
+        }
+        while !write_at_most(&mut q, 64 << 10, &mut out) {}
+        assert_eq!(out, message);
+        assert!(q.buf.capacity() <= KEEP_CAPACITY);
     }
 
     #[test]

@@ -495,7 +495,7 @@ fn run() -> Result<(), String> {
     print_targets(&table, large_text as f64);
     print_issue_13_targets(&table, large_text as f64);
     if !opts.peers.is_empty() {
-        print_peers(&table, &names, FIRST_PEER);
+        print_peers(&table, &names, FIRST_PEER, opts.smoke);
     }
     // Kept only when something failed, for the error message that points to it.
     let _ = std::fs::remove_file(&log_path);

@@ -282,7 +282,7 @@ pub(crate) const MIB: f64 = 1024.0 * 1024.0;
 /// (the columns from `first_peer` on): the "ahead of every peer on every column". A
 /// row a peer has no figure for (a scenario it was not given) is left out.
 #[allow(clippy::print_stdout)] // The report is the bench's output.
-pub(crate) fn print_peers(table: &Table, names: &[String], first_peer: usize) {
+pub(crate) fn print_peers(table: &Table, names: &[String], first_peer: usize, smoke: bool) {
     println!(
         "\n| against the peers (medians) | {} | best peer | ahead of every peer |",
         names[1]
@@ -327,4 +327,7 @@ pub(crate) fn print_peers(table: &Table, names: &[String], first_peer: usize) {
         );
     }
     println!("\nahead of every peer on {ahead} of {compared} rows");
+    if smoke {
+        println!("(smoke mode: tiny workloads and 10 ms CPU ticks; the verdict is no measurement)");
+    }
 }
