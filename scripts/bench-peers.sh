@@ -26,7 +26,7 @@ for arg in "$@"; do
   case "$arg" in --rounds | --test | --smoke) rounds=() ;; esac
 done
 
-exec cargo bench --bench pipe -- "${rounds[@]}" \
+exec cargo bench --bench pipe -- ${rounds[@]+"${rounds[@]}"} \
   --peer "rmcp 3.11=$ROOT/interop/peers/rmcp_echo/target/release/rmcp_echo" \
   --peer "rmcp 3.11 pipes=$ROOT/interop/peers/rmcp_echo/target/release/rmcp_echo --pipes" \
   --peer "Python SDK 2.3=$ROOT/interop/.venv/bin/python $ROOT/interop/peers/python_echo.py" \

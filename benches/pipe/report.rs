@@ -9,6 +9,16 @@ pub(crate) enum Better {
     Lower,
 }
 
+impl Better {
+    /// Whether figure `a` is better than figure `b` (a tie is not).
+    fn beats(self, a: f64, b: f64) -> bool {
+        match self {
+            Better::Higher => a > b,
+            Better::Lower => a < b,
+        }
+    }
+}
+
 /// One table row: a figure per round per subject.
 #[derive(Debug)]
 pub(crate) struct Row {
@@ -293,27 +303,13 @@ pub(crate) fn print_peers(table: &Table, names: &[String], first_peer: usize, sm
         let Some(ours) = row.median(1) else {
             continue;
         };
-        let peers: Vec<(usize, f64)> = (first_peer..names.len())
+        let best = (first_peer..names.len())
             .filter_map(|peer| Some((peer, row.median(peer)?)))
-            .collect();
-        let best = peers.iter().copied().reduce(|a, b| {
-            let b_better = match row.better {
-                Better::Higher => b.1 > a.1,
-                Better::Lower => b.1 < a.1,
-            };
-            if b_better {
-                b
-            } else {
-                a
-            }
-        });
+            .reduce(|a, b| if row.better.beats(b.1, a.1) { b } else { a });
         let Some((best_peer, best_value)) = best else {
             continue;
         };
-        let is_ahead = match row.better {
-            Better::Higher => ours > best_value,
-            Better::Lower => ours < best_value,
-        };
+        let is_ahead = row.better.beats(ours, best_value);
         compared += 1;
         ahead += usize::from(is_ahead);
         println!(
