@@ -100,11 +100,12 @@ pub(crate) struct Connection {
     ready_watches: Vec<usize>,
     /// How many fds a handler watches.
     watching: usize,
-    /// The running request's result as JSON text, when its handler wrote it
-    /// ([`Connection::answer_text`]); kept between requests so its memory is reused.
-    answer_text: Vec<u8>,
-    /// Whether `answer_text` holds the running request's result.
-    answer_text_set: bool,
+    /// The running request's answer line, its result written as JSON text by the handler
+    /// ([`Connection::answer_text`]) after the line's opening; kept between requests so its
+    /// memory is reused, and handed to the output queue whole when nothing waits there.
+    answer_line: Vec<u8>,
+    /// Where the result starts in `answer_line`, while it holds the running request's answer.
+    answer_start: Option<usize>,
     /// The protocol state: everything that is not about fds.
     pub(crate) session: Session,
 }
@@ -166,8 +167,8 @@ impl Connection {
             last_peek: None,
             ready_watches: Vec::new(),
             watching: 0,
-            answer_text: Vec::new(),
-            answer_text_set: false,
+            answer_line: Vec::new(),
+            answer_start: None,
             session,
         })
     }
@@ -247,60 +248,66 @@ impl Connection {
         self.flush_if_large();
     }
 
-    /// Where the running request's handler writes its result as JSON text (cleared): the
+    /// Where the handler of the owed request `id` writes its result as JSON text (empty): the
     /// loop sends it in place of the value the handler returns (see [`Connection::queue_answer`]).
-    pub(crate) fn answer_text(&mut self) -> &mut Vec<u8> {
-        self.answer_text.clear();
-        self.answer_text_set = true;
-        &mut self.answer_text
+    /// The text is written after the answer line's opening, so that a large result goes to
+    /// the output queue without another copy.
+    pub(crate) fn answer_text(&mut self, id: &RequestId) -> &mut Vec<u8> {
+        let line = &mut self.answer_line;
+        line.clear();
+        line.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+        id.write_json(line);
+        line.extend_from_slice(b",\"result\":");
+        self.answer_start = Some(line.len());
+        line
     }
 
     /// Forgets a result text a request left (one that was cancelled while it ran).
     pub(crate) fn forget_answer_text(&mut self) {
-        self.answer_text_set = false;
+        self.answer_start = None;
     }
 
     /// Queues the response of a request: a success whose handler wrote its result as text goes
     /// out with that text, without a `Value` in between; anything else as it is.
     pub(crate) fn queue_answer(&mut self, response: Response) {
-        if std::mem::take(&mut self.answer_text_set) {
-            if let Response {
-                id: Some(id),
+        // The text is the running request's, written under its id: `response` is that
+        // request's answer (the loop calls this as the handler returns).
+        if let (
+            Some(_),
+            Response {
+                id: Some(_),
                 result: Ok(_),
-            } = &response
-            {
-                let out = self.session.queue.buffer();
-                out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
-                id.write_json(out);
-                out.extend_from_slice(b",\"result\":");
-                out.extend_from_slice(&self.answer_text);
-                out.extend_from_slice(b"}\n");
-                self.release_large_answer_text();
-                self.flush_if_large();
-                return;
-            }
+            },
+        ) = (self.answer_start.take(), &response)
+        {
+            let line = &mut self.answer_line;
+            line.extend_from_slice(b"}\n");
+            self.session.queue.push_line(line);
+            self.release_large_answer_line();
+            self.flush_if_large();
+            return;
         }
-        self.release_large_answer_text();
+        self.release_large_answer_line();
         self.enqueue(&Message::Response(response));
     }
 
-    /// Lets a large result text's memory go once it has been used.
-    fn release_large_answer_text(&mut self) {
-        if self.answer_text.capacity() > KEEP_ANSWER_TEXT {
-            self.answer_text = Vec::new();
+    /// Lets a large answer line's memory go once it has been used.
+    fn release_large_answer_line(&mut self) {
+        if self.answer_line.capacity() > KEEP_ANSWER_TEXT {
+            self.answer_line = Vec::new();
         }
     }
 
     /// The response of a request inside a batch (written by the caller into the batch's
     /// array): a result its handler wrote as text is read back into the response's value.
     pub(crate) fn answer_value(&mut self, mut response: Response) -> Response {
-        if std::mem::take(&mut self.answer_text_set) {
+        if let Some(start) = self.answer_start.take() {
             if let Ok(result) = &mut response.result {
                 // The text is JSON from the crate's own writer; `Null` is not reached.
-                *result = serde_json::from_slice(&self.answer_text).unwrap_or_default();
+                *result = serde_json::from_slice(&self.answer_line[start..]).unwrap_or_default();
             }
         }
-        self.release_large_answer_text();
+        self.release_large_answer_line();
         response
     }
 
@@ -677,8 +684,13 @@ mod tests {
         let mut config = config();
         config.max_output_bytes = 64 << 20;
         let mut conn = Connection::new(r.as_fd(), out_w.as_fd(), &config).unwrap();
-        let id = crate::message::RequestId::from(1);
-        let text = conn.answer_text();
+        // Something waits in the queue, so the large answer is copied in behind it.
+        conn.enqueue(&Message::Response(Response::ok(
+            RequestId::from(0),
+            "w".into(),
+        )));
+        let id = RequestId::from(1);
+        let text = conn.answer_text(&id);
         text.extend_from_slice(b"\"");
         text.extend(std::iter::repeat_n(b'x', 4 << 20));
         text.extend_from_slice(b"\"");
@@ -687,14 +699,56 @@ mod tests {
             conn.session.queue.pending() > 2 << 20,
             "the answer was queued"
         );
-        assert_eq!(conn.answer_text.capacity(), 0, "a 4 MiB text kept");
-        conn.answer_text().extend_from_slice(b"{}");
+        assert_eq!(conn.answer_line.capacity(), 0, "a 4 MiB text kept");
+        conn.answer_text(&id).extend_from_slice(b"{}");
         conn.queue_answer(Response::ok(id, serde_json::Value::Null));
         assert!(
-            conn.answer_text.capacity() >= 2,
+            conn.answer_line.capacity() >= 2,
             "a small text's buffer let go"
         );
         drop(out_r);
+    }
+
+    #[test]
+    fn a_large_answer_goes_to_an_empty_queue_without_a_copy() {
+        let (r, _w) = std::io::pipe().unwrap();
+        let (_out_r, out_w) = std::io::pipe().unwrap();
+        let mut config = config();
+        config.max_output_bytes = 64 << 20;
+        let mut conn = Connection::new(r.as_fd(), out_w.as_fd(), &config).unwrap();
+        let id = RequestId::from("big");
+        let text = conn.answer_text(&id);
+        text.extend_from_slice(b"\"");
+        text.extend(std::iter::repeat_n(b'x', 2 << 20));
+        text.extend_from_slice(b"\"");
+        let made_at = text.as_ptr();
+        conn.queue_answer(Response::ok(id, serde_json::Value::Null));
+        let queued = conn.session.queue.buffer();
+        assert_eq!(queued.as_ptr(), made_at, "the answer was copied");
+        assert!(queued.starts_with(b"{\"jsonrpc\":\"2.0\",\"id\":\"big\",\"result\":\"xxx"));
+        assert!(queued.ends_with(b"xxx\"}\n"));
+        assert_eq!(queued.len(), (2 << 20) + 41);
+    }
+
+    #[test]
+    fn a_result_text_in_a_batch_is_read_back_into_the_value_and_a_failure_leaves_it() {
+        let (r, _w) = std::io::pipe().unwrap();
+        let (_out_r, out_w) = std::io::pipe().unwrap();
+        let mut conn = Connection::new(r.as_fd(), out_w.as_fd(), &config()).unwrap();
+        conn.answer_text(&RequestId::from(3))
+            .extend_from_slice(b"[true]");
+        let response = conn.answer_value(Response::ok(RequestId::from(3), serde_json::Value::Null));
+        assert_eq!(response.result, Ok(serde_json::json!([true])));
+        // A handler that wrote part of its text and then failed: the error goes out alone.
+        conn.answer_text(&RequestId::from(4))
+            .extend_from_slice(b"[tr");
+        let error = crate::message::ErrorObject::internal("boom");
+        conn.queue_answer(Response::error(Some(RequestId::from(4)), error.clone()));
+        let queued = conn.session.queue.buffer().clone();
+        assert_eq!(
+            queued,
+            Message::Response(Response::error(Some(RequestId::from(4)), error)).to_line()
+        );
     }
 
     #[test]

@@ -443,8 +443,8 @@ impl<'a> Context<'a> {
     /// (crate-private: the MCP layer's quick tool answers): when the handler then returns
     /// `Ok`, its value is ignored and this text is the result. `None` outside a request.
     pub(crate) fn answer_text(&mut self) -> Option<&mut Vec<u8>> {
-        self.request?;
-        Some(self.conn.answer_text())
+        let id = self.request?;
+        Some(self.conn.answer_text(id))
     }
 
     /// Has the loop watch `fd` for input alongside its own, and call

@@ -55,6 +55,20 @@ impl WriteQueue {
         self.buf.extend_from_slice(bytes);
     }
 
+    /// Appends `line`, complete lines, and leaves it empty. When nothing is waiting and the
+    /// line is larger than the queue's buffer, the two buffers trade places instead: a large
+    /// answer is written from where it was made, with no copy.
+    pub(crate) fn push_line(&mut self, line: &mut Vec<u8>) {
+        if self.pos == self.buf.len() && line.len() > self.buf.capacity() {
+            self.buf.clear();
+            self.pos = 0;
+            std::mem::swap(&mut self.buf, line);
+        } else {
+            self.buf.extend_from_slice(line);
+        }
+        line.clear();
+    }
+
     /// The buffer to serialise into directly; the caller appends whole lines only.
     pub(crate) fn buffer(&mut self) -> &mut Vec<u8> {
         &mut self.buf
