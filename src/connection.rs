@@ -13,7 +13,7 @@ use mio::{Events, Interest, Poll, Token};
 
 use crate::child::{self, Waiter};
 use crate::diagnostics;
-use crate::endpoint::Endpoint;
+use crate::endpoint::{self, Endpoint};
 use crate::error::Error;
 use crate::message::{Message, RequestId, Response};
 use crate::readiness;
@@ -206,6 +206,9 @@ impl Connection {
             Fill::Bytes(n) => {
                 self.session.received(n);
                 self.last_input = Instant::now();
+                if n >= endpoint::DEFAULT_PIPE {
+                    self.input.widen_pipe();
+                }
             }
             Fill::WouldBlock => {}
         }
@@ -382,12 +385,18 @@ impl Connection {
             return;
         }
         let before = session.queue.pending();
-        let output = &self.output;
-        if self
+        let output = &mut self.output;
+        let mut result = self
             .output_readiness
-            .flush(&mut session.queue, |bytes| output.write(bytes))
-            .is_err()
-        {
+            .flush(&mut session.queue, |bytes| output.write(bytes));
+        if result.is_ok() && !self.output_readiness.writable && output.widen_pipe() {
+            // Found full and widened: there is room again, which no event may report.
+            self.output_readiness.writable = true;
+            result = self
+                .output_readiness
+                .flush(&mut session.queue, |bytes| output.write(bytes));
+        }
+        if result.is_err() {
             session.peer_gone = true;
         }
         session.stats.bytes_out += (before - session.queue.pending()) as u64;
@@ -748,6 +757,56 @@ mod tests {
         assert_eq!(
             queued,
             Message::Response(Response::error(Some(RequestId::from(4)), error)).to_line()
+        );
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn an_input_pipe_found_full_is_widened_and_a_quiet_one_is_not() {
+        let (r, mut w) = std::io::pipe().unwrap();
+        let (_out_r, out_w) = std::io::pipe().unwrap();
+        let mut conn = Connection::new(r.as_fd(), out_w.as_fd(), &config()).unwrap();
+        let capacity = || crate::sys::pipe_capacity(r.as_fd()).unwrap();
+        assert_eq!(capacity(), endpoint::DEFAULT_PIPE);
+        w.write_all(LINE).unwrap();
+        assert_eq!(conn.fill().unwrap(), Fill::Bytes(LINE.len()));
+        assert_eq!(
+            capacity(),
+            endpoint::DEFAULT_PIPE,
+            "a quiet pipe was widened"
+        );
+        // As much as the pipe holds, with no newline yet: the peer found it full.
+        w.write_all(&vec![b'x'; endpoint::DEFAULT_PIPE]).unwrap();
+        assert_eq!(conn.fill().unwrap(), Fill::Bytes(endpoint::DEFAULT_PIPE));
+        assert_eq!(capacity(), endpoint::WIDE_PIPE);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn an_output_pipe_found_full_is_widened_and_written_on_at_once() {
+        let (r, _w) = std::io::pipe().unwrap();
+        let (out_r, out_w) = std::io::pipe().unwrap();
+        let mut conn = Connection::new(r.as_fd(), out_w.as_fd(), &config()).unwrap();
+        let answer = Response::ok(RequestId::from(1), "y".repeat(100_000).into());
+        conn.enqueue(&Message::Response(answer));
+        conn.flush();
+        // Nobody read: the 100 KB went into the pipe, widened when it was found full.
+        assert_eq!(conn.output_pending(), 0, "the answer waits for an event");
+        assert!(conn.output_writable());
+        assert_eq!(
+            crate::sys::pipe_capacity(out_r.as_fd()).unwrap(),
+            endpoint::WIDE_PIPE
+        );
+        // Found full again, it stays as it is.
+        conn.enqueue(&Message::Response(Response::ok(
+            RequestId::from(2),
+            "z".repeat(200_000).into(),
+        )));
+        conn.flush();
+        assert!(!conn.output_writable());
+        assert_eq!(
+            crate::sys::pipe_capacity(out_r.as_fd()).unwrap(),
+            endpoint::WIDE_PIPE
         );
     }
 

@@ -4,13 +4,15 @@
 //! | fd kind | how | shared flags changed? |
 //! | --- | --- | --- |
 //! | pipe/FIFO on Linux | a private description reopened via `/proc/self/fd`, non-blocking | no |
-//!
-//! Only on that private pipe description does a short read prove the pipe empty (see
-//! [`Endpoint::short_read_drains`]); everywhere else the loop reads until `EAGAIN`.
 //! | socket | `recv`/`send` with `MSG_DONTWAIT` | no |
 //! | regular file, `/dev/null` (epoll refuses them) | plain reads and writes, never polled: they never block | no |
 //! | anything else (tty, FIFO elsewhere) | `O_NONBLOCK` set, restored on every exit path | yes, restored |
 //! | closed | end of file on input, peer gone on output | no |
+//!
+//! Only on that private pipe description does a short read prove the pipe empty (see
+//! [`Endpoint::short_read_drains`]); everywhere else the loop reads until `EAGAIN`.
+//!
+//! A pipe found full is widened once (see [`Endpoint::widen_pipe`]).
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
@@ -34,12 +36,22 @@ enum Mode {
     Plain,
 }
 
+/// The capacity a pipe found full is widened to: a 100 KB message then crosses in one piece
+/// instead of two (measured: 100 KB echoes 1.7 times as fast, 10 MB ones 1.1 to 1.2 times,
+/// where 1 MiB bought no more).
+pub(crate) const WIDE_PIPE: usize = 256 * 1024;
+
+/// Linux's default pipe capacity: a read that returns this much found the pipe full.
+pub(crate) const DEFAULT_PIPE: usize = 64 * 1024;
+
 /// One direction of the connection: an owned fd and how to use it.
 #[derive(Debug)]
 pub(crate) struct Endpoint {
     /// `None` when the fd was closed to begin with.
     fd: Option<OwnedFd>,
     mode: Mode,
+    /// A pipe not yet widened (see [`Endpoint::widen_pipe`]).
+    narrow_pipe: bool,
 }
 
 impl Endpoint {
@@ -58,6 +70,7 @@ impl Endpoint {
                 return Ok(Endpoint {
                     fd: None,
                     mode: Mode::Plain,
+                    narrow_pipe: false,
                 })
             }
             Err(e) => return Err(e),
@@ -71,6 +84,7 @@ impl Endpoint {
             return Ok(Endpoint {
                 fd: Some(sys::dup_cloexec(fd, 3)?),
                 mode: Mode::Plain,
+                narrow_pipe: false,
             });
         }
         if kind == FileKind::Socket {
@@ -79,6 +93,7 @@ impl Endpoint {
             return Ok(Endpoint {
                 fd: Some(own),
                 mode: Mode::Socket,
+                narrow_pipe: false,
             });
         }
         if kind == FileKind::Fifo {
@@ -87,6 +102,7 @@ impl Endpoint {
                 return Ok(Endpoint {
                     fd: Some(private),
                     mode: if for_write { Mode::Stream } else { Mode::Pipe },
+                    narrow_pipe: true,
                 });
             }
         }
@@ -98,6 +114,7 @@ impl Endpoint {
                 return Ok(Endpoint {
                     fd: Some(own),
                     mode: Mode::Plain,
+                    narrow_pipe: false,
                 })
             }
             Err(e) => return Err(e),
@@ -106,7 +123,28 @@ impl Endpoint {
         Ok(Endpoint {
             fd: Some(own),
             mode: Mode::Stream,
+            narrow_pipe: kind == FileKind::Fifo,
         })
+    }
+
+    /// Widens a pipe found full to [`WIDE_PIPE`], the first time only; returns whether it grew.
+    /// Large messages then cross in fewer, larger reads and writes, with fewer wake-ups on
+    /// both sides; servers of small messages, whose pipes are never full, never ask. The
+    /// cost is kernel memory while the pipe is full, counted against the user's pipe limit
+    /// (`/proc/sys/fs/pipe-user-pages-soft`, 64 MiB by default); a refusal there, a pipe
+    /// already as wide (its other end may have widened it) or a system without
+    /// `F_SETPIPE_SZ` leaves it as it is.
+    pub(crate) fn widen_pipe(&mut self) -> bool {
+        if !std::mem::take(&mut self.narrow_pipe) {
+            return false;
+        }
+        let Some(fd) = &self.fd else { return false };
+        match sys::pipe_capacity(fd.as_fd()) {
+            Ok(capacity) if capacity < WIDE_PIPE => {
+                sys::set_pipe_capacity(fd.as_fd(), WIDE_PIPE).is_ok_and(|new| new > capacity)
+            }
+            _ => false,
+        }
     }
 
     /// Whether the fd was closed before the loop began.

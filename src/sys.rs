@@ -204,6 +204,22 @@ pub(crate) fn set_pipe_capacity(fd: BorrowedFd<'_>, bytes: usize) -> io::Result<
     }
 }
 
+/// The capacity of the pipe behind `fd` (Linux `F_GETPIPE_SZ`). Elsewhere it fails with
+/// `Unsupported`.
+pub(crate) fn pipe_capacity(fd: BorrowedFd<'_>) -> io::Result<usize> {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: F_GETPIPE_SZ takes no argument and touches no memory of ours; `fd` is open.
+        let capacity = cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETPIPE_SZ) })?;
+        Ok(usize::try_from(capacity).unwrap_or(0))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = fd;
+        Err(io::Error::from(io::ErrorKind::Unsupported))
+    }
+}
+
 /// Makes this process a child subreaper (Linux `PR_SET_CHILD_SUBREAPER`): descendants orphaned
 /// below it are reparented to it instead of to init, so it can find and end them. Elsewhere it
 /// fails with `Unsupported`.
