@@ -15,7 +15,7 @@ use crate::child::{self, Waiter};
 use crate::diagnostics;
 use crate::endpoint::{self, Endpoint};
 use crate::error::Error;
-use crate::message::{Message, RequestId, Response};
+use crate::message::{self, Message, RequestId, Response};
 use crate::readiness;
 pub(crate) use crate::readiness::Fill;
 use crate::responder::{self, Event, Inbox, Outbox};
@@ -243,9 +243,7 @@ impl Connection {
             return;
         }
         let out = self.session.queue.buffer();
-        out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
-        id.write_json(out);
-        out.extend_from_slice(b",\"result\":");
+        message::write_result_opening(out, id);
         out.extend_from_slice(result.as_bytes());
         out.extend_from_slice(b"}\n");
         self.flush_if_large();
@@ -258,9 +256,7 @@ impl Connection {
     pub(crate) fn answer_text(&mut self, id: &RequestId) -> &mut Vec<u8> {
         let line = &mut self.answer_line;
         line.clear();
-        line.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
-        id.write_json(line);
-        line.extend_from_slice(b",\"result\":");
+        message::write_result_opening(line, id);
         self.answer_start = Some(line.len());
         line
     }

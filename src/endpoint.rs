@@ -129,7 +129,7 @@ impl Endpoint {
 
     /// Widens a pipe found full to [`WIDE_PIPE`], the first time only; returns whether it grew.
     /// Large messages then cross in fewer, larger reads and writes, with fewer wake-ups on
-    /// both sides; servers of small messages, whose pipes are never full, never ask. The
+    /// both sides; a pipe that never fills (a ping-pong of small messages) is never asked. The
     /// cost is kernel memory while the pipe is full, counted against the user's pipe limit
     /// (`/proc/sys/fs/pipe-user-pages-soft`, 64 MiB by default); a refusal there, a pipe
     /// already as wide (its other end may have widened it) or a system without

@@ -616,6 +616,14 @@ fn write_call(out: &mut Vec<u8>, id: Option<&RequestId>, method: &str, params: O
     out.push(b'}');
 }
 
+/// Appends the opening of a success response to `id`, up to where its result's JSON goes:
+/// for answers whose result is written as text (the closing `}` and newline are the caller's).
+pub(crate) fn write_result_opening(out: &mut Vec<u8>, id: &RequestId) {
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    id.write_json(out);
+    out.extend_from_slice(b",\"result\":");
+}
+
 fn write_response(out: &mut Vec<u8>, response: &Response) {
     out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
     match &response.id {

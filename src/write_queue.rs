@@ -309,8 +309,8 @@ mod tests {
 
         /// Whatever the messages (some of megabytes), however they come in, and however the
         /// peer takes them (any amounts, full pipes anywhere), every byte goes out once, in
-        /// order; and a buffer
-        /// grown for a large message never stays large once little of it is left.
+        /// order; and a buffer grown for a large message never stays large once little of it
+        /// is left.
         #[test]
         fn every_byte_goes_out_once_in_order_and_large_buffers_shrink(
             sizes in proptest::collection::vec(
