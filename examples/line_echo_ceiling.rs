@@ -21,8 +21,8 @@
 //! result away, then answers as before: into a `serde_json::Value` (the least a typical server
 //! does), or apart as mcpipe's loop reads a `tools/call` for its MCP layer, the echo tool's
 //! `text` taken from the arguments (`mcpipe::internals::classify_call`). The ceiling of a
-//! server that reads its requests, whatever its loop: BENCHMARKS.md (stop 26) uses it to show
-//! what reading alone costs in ping-pong.
+//! server that reads its requests, whatever its loop: BENCHMARKS.md ("Why ping-pong stays above
+//! 1.1× the ceiling") uses it to show what reading alone costs in ping-pong.
 //!
 //! It relies on the layout the benchmark driver sends (`"id"` before `"method"`, `"params"`
 //! last, the text last in the params, no `"id":` or `"params":` inside strings), so it is no
