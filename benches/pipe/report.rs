@@ -285,7 +285,7 @@ pub(crate) const PING_P50: &str = "ping-pong p50, pinned";
 pub(crate) const IDLE_RSS: &str = "idle RSS after init burst";
 /// 20 `sleep` calls of 200 ms in one write (smoke: 4 of 20 ms), to the last answer.
 pub(crate) const SLOW_CALLS: &str = "20 concurrent 200 ms sleep calls, to the last answer";
-pub(crate) const EOF_EXIT: &str = "stdin EOF to exit";
+pub(crate) const EOF_EXIT: &str = "stdin EOF to exit, idle";
 pub(crate) const MIB: f64 = 1024.0 * 1024.0;
 
 /// Prints, for every row, whether the subject under test (column 1) is ahead of every peer
