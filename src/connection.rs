@@ -178,6 +178,11 @@ impl Connection {
         self.session.input_eof
     }
 
+    /// An event said the input's writer hung up (bytes may still be unread).
+    pub(crate) fn input_hung_up(&self) -> bool {
+        self.input_readiness.hung_up()
+    }
+
     /// Whether the kernel may hold input we have not read.
     pub(crate) fn input_ready(&self) -> bool {
         self.input_readiness.ready() && !self.session.input_eof

@@ -119,6 +119,18 @@ pub trait Handler {
         None
     }
 
+    /// Whether the loop should start no new message for now: back-pressure from wherever the
+    /// handler sends its work (a relay's upstream pipe, a queue of its own). Asked before each
+    /// message, so it must be cheap. While it says yes, the loop does what it does at
+    /// [`Server::max_in_flight`](crate::Server::max_in_flight): it starts nothing, reads ahead
+    /// (bounded) so that cancellations and responses are still acted on, and asks again after
+    /// every event; make sure one comes when the hold ends (an answer, or a
+    /// [`LoopHandle::post`](crate::LoopHandle::post)). At the end of input the shutdown grace
+    /// runs as usual. The default never holds.
+    fn holds_input(&self) -> bool {
+        false
+    }
+
     /// Whether `request` may be cancelled; asked before it runs. The default says yes. (MCP
     /// never cancels `initialize`.)
     fn is_cancellable(&self, request: &Request) -> bool {

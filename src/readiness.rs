@@ -98,6 +98,11 @@ impl Input {
         self.hup |= hup;
     }
 
+    /// An event said the writer hung up.
+    pub(crate) fn hung_up(&self) -> bool {
+        self.hup
+    }
+
     /// The timeout for the next wait: after a short read stood in for `EAGAIN`, at most
     /// `CONFIRM_AFTER`, so that bytes a short read ever left behind (a writer that sends
     /// packets) are late by milliseconds, never stuck.

@@ -9,7 +9,7 @@ use crate::connection::{Connection, ConnectionConfig, Fill};
 use crate::diagnostics;
 use crate::error::{Error, Outcome};
 use crate::handler::{catch_panic, Context, Handler};
-use crate::message::{ErrorCode, ErrorObject, Message, Parsed, Response};
+use crate::message::{ErrorCode, ErrorObject, Message, Parsed, Request, Response};
 use crate::session::Start;
 use crate::stdio_guard::StdioGuard;
 use crate::sys;
@@ -248,6 +248,8 @@ impl Server {
         let mut idle_fired = false;
         // Until when the large line waiting now may wait (`HOLD_WAIT`).
         let mut hold_until: Option<Instant> = None;
+        // The end of the grace, once the input ended while messages waited for a slot.
+        let mut eof_deadline: Option<Instant> = None;
         conn.session
             .set_cancel_method(handler.cancel_method().map(str::to_owned));
         conn.session.relay_lines = self.relay_lines;
@@ -258,13 +260,13 @@ impl Server {
             }
             take_events(conn, handler);
             if let Some(signo) = conn.session.signal {
-                return Ok(self.shut_down(conn, handler, Outcome::Signal(signo)));
+                return Ok(self.shut_down(conn, handler, Outcome::Signal(signo), None));
             }
             if conn.session.peer_gone {
-                return Ok(self.shut_down(conn, handler, Outcome::PeerGone));
+                return Ok(self.shut_down(conn, handler, Outcome::PeerGone, None));
             }
             if parent.is_some_and(|p| p != sys::parent_pid()) {
-                return Ok(self.shut_down(conn, handler, Outcome::Orphaned));
+                return Ok(self.shut_down(conn, handler, Outcome::Orphaned, None));
             }
 
             // Handle every message that is already here, unless the output is at its bound or
@@ -279,7 +281,7 @@ impl Server {
                     stopped_by_backpressure = true;
                     break;
                 }
-                if conn.session.in_flight() >= self.max_in_flight {
+                if conn.session.in_flight() >= self.max_in_flight || handler.holds_input() {
                     saturated = true;
                     break;
                 }
@@ -353,18 +355,28 @@ impl Server {
                 conn.flush_retry();
             }
             if saturated {
-                // Too many requests in flight: read ahead (bounded), so that cancellations and
-                // responses the work in flight waits for are acted on; start nothing new.
+                // Too many requests in flight (or the handler holds its input): read ahead
+                // (bounded), so that cancellations and responses the work in flight waits for
+                // are acted on; start nothing new.
                 conn.session.read_ahead_always();
                 if conn.input_ready() && !conn.session.read_ahead_full() {
                     if let Fill::Bytes(_) | Fill::Eof = conn.fill()? {
                         continue;
                     }
                 }
+                if conn.input_eof() || (conn.session.read_ahead_full() && conn.input_hung_up()) {
+                    // The input ended while messages wait for a slot: the grace runs from now,
+                    // as at any end of input, and ends the loop whether or not a slot frees.
+                    let deadline =
+                        *eof_deadline.get_or_insert_with(|| Instant::now() + self.shutdown_grace);
+                    if Instant::now() >= deadline {
+                        return Ok(self.shut_down(conn, handler, Outcome::Eof, eof_deadline));
+                    }
+                }
             } else if !stopped_by_backpressure {
                 if conn.input_eof() {
                     // `next_parsed` has also taken the last line without a newline.
-                    return Ok(self.shut_down(conn, handler, Outcome::Eof));
+                    return Ok(self.shut_down(conn, handler, Outcome::Eof, eof_deadline));
                 }
                 if conn.input_ready() {
                     match conn.fill()? {
@@ -399,6 +411,7 @@ impl Server {
             let now = Instant::now();
             let timeout = [
                 idle_deadline.map(|d| d.saturating_duration_since(now)),
+                eof_deadline.map(|d| d.saturating_duration_since(now)),
                 self.orphan_check,
             ]
             .into_iter()
@@ -433,16 +446,7 @@ impl Server {
             }
             Parsed::Invalid(response) => conn.enqueue(&Message::Response(response)),
             Parsed::Batch(items) => {
-                if !(self.batches && handler.accepts_batches()) {
-                    conn.session.stats.bad_messages += 1;
-                    conn.session
-                        .diagnostics
-                        .report(|| "a batch arrived where batches are not accepted".to_owned());
-                    let error = ErrorObject::new(
-                        ErrorCode::INVALID_REQUEST,
-                        "invalid request: batches are not accepted",
-                    );
-                    conn.enqueue(&Message::Response(Response::error(None, error)));
+                if self.refuses_batches(conn, handler) {
                     return;
                 }
                 let mut responses = Vec::new();
@@ -458,18 +462,60 @@ impl Server {
                         }
                     }
                 }
-                // A batch of notifications only gets no reply at all, never `[]`.
-                if !responses.is_empty() {
-                    let out = conn.session.queue.buffer();
-                    out.push(b'[');
-                    for (i, response) in responses.into_iter().enumerate() {
-                        if i > 0 {
-                            out.push(b',');
-                        }
-                        Message::Response(response).write_json(out);
+                write_batch_answer(conn, responses);
+            }
+        }
+    }
+
+    /// Whether batches are refused here (the revision or the handler does not take them):
+    /// then the batch is answered with the error that says so.
+    fn refuses_batches(&self, conn: &mut Connection, handler: &dyn Handler) -> bool {
+        if self.batches && handler.accepts_batches() {
+            return false;
+        }
+        conn.session.stats.bad_messages += 1;
+        conn.session
+            .diagnostics
+            .report(|| "a batch arrived where batches are not accepted".to_owned());
+        let error = ErrorObject::new(
+            ErrorCode::INVALID_REQUEST,
+            "invalid request: batches are not accepted",
+        );
+        conn.enqueue(&Message::Response(Response::error(None, error)));
+        true
+    }
+
+    /// At the end: every request that was read but never started (read ahead behind the
+    /// in-flight bound, or complete in the buffer) is answered with an error, so that none is
+    /// dropped without a word; one the peer cancelled while it waited stays unanswered, as it
+    /// would have. Notifications and responses are let go. Nothing more is read.
+    fn refuse_unstarted(&self, conn: &mut Connection, handler: &dyn Handler) {
+        let refuse = |conn: &mut Connection, request: Request| {
+            let cancellable = handler.is_cancellable(&request);
+            conn.session.refuse_unstarted(request.id, cancellable)
+        };
+        while let Some(parsed) = conn.session.next_unstarted() {
+            match parsed {
+                Parsed::Single(Message::Request(request)) => {
+                    if let Some(response) = refuse(conn, request) {
+                        conn.enqueue(&Message::Response(response));
                     }
-                    out.extend_from_slice(b"]\n");
-                    conn.flush_if_large();
+                }
+                Parsed::Single(_) => {}
+                Parsed::Invalid(response) => conn.enqueue(&Message::Response(response)),
+                Parsed::Batch(items) => {
+                    if self.refuses_batches(conn, handler) {
+                        continue;
+                    }
+                    let responses = items
+                        .into_iter()
+                        .filter_map(|item| match item {
+                            Ok(Message::Request(request)) => refuse(conn, request),
+                            Ok(_) => None,
+                            Err(response) => Some(response),
+                        })
+                        .collect();
+                    write_batch_answer(conn, responses);
                 }
             }
         }
@@ -477,18 +523,23 @@ impl Server {
 
     /// Ends the loop: writes what is queued (as far as the peer reads), runs the shutdown hook,
     /// writes what it sent.
+    /// `grace_ends`: when the grace for work in flight ends, if it started already (the
+    /// input ended while messages waited for a slot); else it starts now.
     fn shut_down(
         &self,
         conn: &mut Connection,
         handler: &mut dyn Handler,
         outcome: Outcome,
+        grace_ends: Option<Instant>,
     ) -> Outcome {
         // Work in flight: at end of input its answers are awaited for the grace; then (or at
         // once, on a signal) it is cancelled, gets a moment to answer, and whatever is still
-        // owed is answered with an error. Nothing owed is left unanswered.
+        // owed is answered with an error. Nothing owed is left unanswered, and no request
+        // that was read and never started either.
         let mut outcome = outcome;
         if matches!(outcome, Outcome::Eof | Outcome::Orphaned) {
-            await_owed(conn, handler, Instant::now() + self.shutdown_grace, true);
+            let deadline = grace_ends.unwrap_or_else(|| Instant::now() + self.shutdown_grace);
+            await_owed(conn, handler, deadline, true);
             if let (Outcome::Eof, Some(signo)) = (&outcome, conn.session.signal) {
                 outcome = Outcome::Signal(signo);
             }
@@ -499,6 +550,7 @@ impl Server {
             conn.session
                 .fail_owed("the server shut down before the request finished");
         }
+        self.refuse_unstarted(conn, handler);
         let grace = match outcome {
             Outcome::Eof => None,
             _ => Some(Instant::now() + SHUTDOWN_FLUSH_GRACE),
@@ -513,6 +565,24 @@ impl Server {
         drain_output(conn, grace.map(|_| Instant::now() + SHUTDOWN_FLUSH_GRACE));
         outcome
     }
+}
+
+/// Writes the answer to a batch: its responses in one array; none at all for a batch of
+/// notifications only (never `[]`).
+fn write_batch_answer(conn: &mut Connection, responses: Vec<Response>) {
+    if responses.is_empty() {
+        return;
+    }
+    let out = conn.session.queue.buffer();
+    out.push(b'[');
+    for (i, response) in responses.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        Message::Response(response).write_json(out);
+    }
+    out.extend_from_slice(b"]\n");
+    conn.flush_if_large();
 }
 
 /// Takes the events other threads sent and hands the handler what they posted.

@@ -236,6 +236,62 @@ fn at_the_in_flight_bound_new_requests_wait_for_a_free_slot() {
 }
 
 #[test]
+fn end_of_input_behind_the_in_flight_bound_still_ends_and_answers_every_request() {
+    let _w = watchdog("eof_saturated", Duration::from_secs(30));
+    let mut s = start(
+        server()
+            .max_in_flight(1)
+            .shutdown_grace(Duration::from_millis(300)),
+    );
+    // 1 holds the only slot and never answers; 2 and 3 wait, read ahead, for a slot that
+    // never frees. The end of input must still start the grace, and end the loop after it.
+    s.send(&request(1, "never", json!({})));
+    s.send(&request(2, "quick", json!({})));
+    s.send(&request(3, "quick", json!({})));
+    thread::sleep(Duration::from_millis(50));
+    s.input = None;
+    let mut answers: Vec<Value> = (0..3).map(|_| s.recv()).collect();
+    answers.sort_by_key(|a| a["id"].as_i64());
+    for (answer, id) in answers.iter().zip(1..) {
+        assert_eq!(answer["id"], id, "{answer}");
+        assert_eq!(answer["error"]["code"], -32603, "{answer}");
+    }
+    let unstarted = answers[1]["error"]["message"].as_str().unwrap();
+    assert!(
+        unstarted.contains("before the request started"),
+        "{unstarted}"
+    );
+    let outcome = s.done.recv_timeout(util::BOUND).unwrap().unwrap();
+    assert_eq!(outcome, Outcome::Eof);
+}
+
+#[test]
+fn at_the_end_a_waiting_request_the_peer_cancelled_is_still_not_answered() {
+    let _w = watchdog("eof_saturated_cancel", Duration::from_secs(30));
+    let mut s = start(
+        server()
+            .max_in_flight(1)
+            .shutdown_grace(Duration::from_millis(100)),
+    );
+    s.send(&request(1, "never", json!({})));
+    s.send(&request(2, "quick", json!({})));
+    s.send(&request(3, "quick", json!({})));
+    // A request cancelled while it waits for a slot is dropped, never answered: at the end too.
+    s.send(b"{\"jsonrpc\":\"2.0\",\"method\":\"cancel\",\"params\":{\"requestId\":3}}\n");
+    thread::sleep(Duration::from_millis(50));
+    s.input = None;
+    let mut ids: Vec<i64> = (0..2).map(|_| s.recv()["id"].as_i64().unwrap()).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, [1, 2]);
+    assert_eq!(
+        s.done.recv_timeout(util::BOUND).unwrap().unwrap(),
+        Outcome::Eof
+    );
+    let extra = s.output.recv_timeout(Duration::from_millis(200));
+    assert!(extra.is_err(), "nothing after the last answer: {extra:?}");
+}
+
+#[test]
 fn a_cancellation_behind_the_in_flight_bound_is_still_honoured() {
     let _w = watchdog("cancel_saturated", Duration::from_secs(30));
     let mut s = start(server().max_in_flight(1));
