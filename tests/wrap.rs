@@ -415,3 +415,73 @@ fn what_the_client_sends_reaches_the_server_byte_for_byte() {
         json!([format!("{answer}\n"), format!("{next}\n")])
     );
 }
+
+#[test]
+fn a_server_that_stops_reading_holds_the_client_back_and_the_wrapper_stays_small() {
+    let _w = watchdog("wrap_deaf", Duration::from_secs(60));
+    let mut p = wrapped(&[], "deaf", None);
+    burst(&mut p);
+    p.result(0);
+    p.result(1);
+    // 300 requests of 64 KiB (19 MiB), each in a write of its own, from a thread: once the
+    // wrapper holds its input (1 MiB waiting for the server, 4 MiB read ahead), they block.
+    let mut stdin = p.take_stdin();
+    let written = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = std::sync::Arc::clone(&written);
+    let writer = std::thread::spawn(move || {
+        use std::io::Write;
+        let text = "x".repeat(64 << 10);
+        for id in 2..302 {
+            let call = json!({"jsonrpc":"2.0","id":id,"method":"tools/call",
+                "params":{"name":"echo","arguments":{"text":text}}});
+            if stdin.write_all(format!("{call}\n").as_bytes()).is_err() {
+                return; // the wrapper ended
+            }
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    });
+    let load = |n: &std::sync::atomic::AtomicUsize| n.load(std::sync::atomic::Ordering::SeqCst);
+    let mut last = load(&written);
+    let mut still_since = Instant::now();
+    while still_since.elapsed() < Duration::from_millis(500) {
+        std::thread::sleep(Duration::from_millis(50));
+        let now = load(&written);
+        if now != last {
+            (last, still_since) = (now, Instant::now());
+        }
+    }
+    assert!(
+        last < 150,
+        "the client was not held back: {last} of 300 requests taken"
+    );
+    let status = std::fs::read_to_string(format!("/proc/{}/status", p.pid())).unwrap();
+    let peak_kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    assert!(peak_kib < 40 << 10, "the wrapper grew to {peak_kib} KiB");
+    // A signal ends it at once, and every request it read is answered: the one the server
+    // holds, and those that never started.
+    p.signal("TERM");
+    let mut answered = std::collections::HashSet::new();
+    let mut messages = std::collections::HashSet::new();
+    while let Some(answer) = p.next_within(Duration::from_secs(5)) {
+        assert_eq!(answer["error"]["code"], -32603, "{answer}");
+        assert!(answered.insert(answer["id"].as_i64().unwrap()), "{answer}");
+        messages.insert(answer["error"]["message"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(p.wait_exit(), Some(128 + 15));
+    writer.join().unwrap();
+    assert!(answered.len() >= 2, "{answered:?}");
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("before the request started")),
+        "{messages:?}"
+    );
+    eprintln!(
+        "held back after {last} requests; peak {peak_kib} KiB; {} answered",
+        answered.len()
+    );
+}

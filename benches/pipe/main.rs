@@ -9,7 +9,9 @@
 //! `initialize`, else raw `echo`), `--name NAME` (its column title), `--peer 'NAME=CMD ARGS'`
 //! (repeatable: another MCP server measured in a column of its own beside mcpipe's, on capped
 //! small-message workloads, see [`Sizes::for_peers`]; `scripts/bench-peers.sh` runs the
-//! official SDKs' echo servers this way), and words that filter the scenarios by name.
+//! official SDKs' echo servers this way), `--full-peers` (the peers run mcpipe's own
+//! workloads: for a peer as fast as mcpipe, such as `mcpipe wrap -- mcpipe demo`), and words
+//! that filter the scenarios by name.
 //!
 //! The driver builds the servers it measures with `cargo build --release`: `examples/echo_server`
 //! (raw `echo`), `mcpipe demo` (the MCP demo server, used with `tools/call echo` once it answers
@@ -103,6 +105,9 @@ struct Options {
     mcp: bool,
     /// `--peer NAME=CMD`: columns after the naive loop's.
     peers: Vec<Subject>,
+    /// `--full-peers`: the peers run mcpipe's workloads, not the capped ones (for a peer as
+    /// fast as mcpipe: another build, or the demo behind `mcpipe wrap`).
+    full_peers: bool,
     filters: Vec<String>,
 }
 
@@ -127,6 +132,7 @@ impl Options {
                 "--server" => opts.server = Some(args.next().ok_or("--server needs a command")?),
                 "--name" => opts.name = Some(args.next().ok_or("--name needs a name")?),
                 "--mcp" => opts.mcp = true,
+                "--full-peers" => opts.full_peers = true,
                 "--peer" => {
                     let spec = args.next().ok_or("--peer needs NAME=COMMAND")?;
                     let (name, command) = spec
@@ -347,8 +353,8 @@ fn run() -> Result<(), String> {
 
     let large_text = 10_000_000;
     let ours = Workloads::new(protocol, sizes.clone(), large_text);
-    let for_peers =
-        (!opts.peers.is_empty()).then(|| Workloads::new(protocol, sizes.for_peers(), large_text));
+    let for_peers = (!opts.peers.is_empty() && !opts.full_peers)
+        .then(|| Workloads::new(protocol, sizes.for_peers(), large_text));
     if let Some(work) = &for_peers {
         eprintln!("pipe: peers' sizes {:?}", work.sizes);
     }

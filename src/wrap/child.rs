@@ -116,7 +116,7 @@ fn queue_replay(shared: &Shared) {
             method: "notifications/initialized".to_owned(),
             params: None,
         });
-        queue.lines.push_front(Outgoing::new(&line));
+        queue.push_front(Outgoing::new(&line));
     }
     let init = Message::Request(crate::message::Request {
         id: id.clone(),
@@ -136,9 +136,9 @@ fn queue_replay(shared: &Shared) {
             method,
             params: None,
         });
-        queue.lines.insert(at, Outgoing::new(&relist));
+        queue.insert(at, Outgoing::new(&relist));
     }
-    queue.lines.push_front(Outgoing::new(&init));
+    queue.push_front(Outgoing::new(&init));
     *lock(&shared.replay) = Some(id);
     shared.replaying.store(true, Ordering::Release);
 }
@@ -214,9 +214,9 @@ fn start_pipes(
         let _ = sys::set_pipe_capacity(stdin.as_fd(), PIPE_CAPACITY);
         // Not on Linux, or not a pipe we can reopen: every line goes through the writer.
         lock(&shared.queue).direct = sys::reopen_nonblocking(stdin.as_fd(), true).ok();
-        let (shared, alive) = (Arc::clone(shared), Arc::clone(alive));
+        let (shared, alive, handle) = (Arc::clone(shared), Arc::clone(alive), handle.clone());
         threads.push(thread::spawn(move || {
-            to_server::write_lines(&shared, stdin, &alive)
+            to_server::write_lines(&shared, stdin, &alive, &handle)
         }));
     }
     if let Some(stdout) = child.stdout.take() {

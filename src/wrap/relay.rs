@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 
 use super::child;
 use super::from_server::{self, ServerOutput};
-use super::shared::{Pending, Shared};
+use super::shared::{Pending, Shared, HOLD_BYTES};
 use crate::diagnostics;
 use crate::error::Outcome;
 use crate::handler::{Context, Handler};
@@ -156,8 +156,14 @@ impl Handler for Relay {
         }));
     }
 
+    fn holds_input(&self) -> bool {
+        // A server that gave up takes nothing more: requests are answered at once then.
+        self.shared.waiting.load(Ordering::Relaxed) > HOLD_BYTES && !self.shared.gave_up()
+    }
+
     fn handle_post(&mut self, data: Box<dyn Any + Send>, cx: &mut Context<'_>) {
-        // A (re)started server's stdout, from the supervisor.
+        // A (re)started server's stdout, from the supervisor. Anything else is the writer
+        // saying the lines fell under the hold: the loop asks `holds_input` again by itself.
         let Ok(upstream) = data.downcast::<ServerOutput>() else {
             return;
         };

@@ -5,8 +5,8 @@
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::OwnedFd;
 use std::process::ExitStatus;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -37,6 +37,12 @@ pub(super) const LISTS: [(&str, &str); 3] = [
 
 /// How long a replayed `initialize` may take before the queued messages go anyway.
 pub(super) const REPLAY_WAIT: Duration = Duration::from_secs(10);
+
+/// While more than this many bytes of lines wait for the server's stdin (a server that reads
+/// slowly or not at all), the loop takes no new message from the client
+/// ([`Handler::holds_input`](crate::Handler::holds_input)): the wrapper's memory stays flat and
+/// the client is held back by its own pipe, as it would be by the server's.
+pub(super) const HOLD_BYTES: usize = 1 << 20;
 
 /// How often the supervisor looks at the server, the deadlines and a stop request.
 pub(super) const TICK: Duration = Duration::from_millis(5);
@@ -75,6 +81,8 @@ pub(super) struct Shared {
     pub(super) pending: Mutex<IdMap<Pending>>,
     pub(super) queue: Mutex<Queue>,
     pub(super) queue_changed: Condvar,
+    /// The bytes of the lines in the queue (kept by [`Queue`], read here without its lock).
+    pub(super) waiting: Arc<AtomicUsize>,
     /// The client's `initialize` params, replayed to a restarted server.
     pub(super) init: Mutex<Option<Value>>,
     /// The client sent `notifications/initialized` (replayed too).
@@ -109,11 +117,14 @@ pub(super) struct Shared {
 
 impl Shared {
     pub(super) fn new(config: Wrapper) -> Shared {
+        let queue = Queue::default();
+        let waiting = Arc::clone(&queue.waiting);
         Shared {
             config,
             pending: Mutex::new(IdMap::default()),
-            queue: Mutex::new(Queue::default()),
+            queue: Mutex::new(queue),
             queue_changed: Condvar::new(),
+            waiting,
             init: Mutex::new(None),
             initialized: AtomicBool::new(false),
             batches: AtomicBool::new(false),
@@ -290,7 +301,11 @@ impl Outgoing {
 /// Lines for the server's stdin, in order, `closed` once the client is done.
 #[derive(Debug, Default)]
 pub(super) struct Queue {
+    /// Read here; changed only through [`Queue::push_back`] and the like, which keep
+    /// `waiting`.
     pub(super) lines: VecDeque<Outgoing>,
+    /// The bytes of `lines` (shared with [`Shared::waiting`]).
+    waiting: Arc<AtomicUsize>,
     pub(super) closed: bool,
     /// The writer thread is writing a line it took (so nobody else may write now).
     pub(super) busy: bool,
@@ -309,13 +324,39 @@ pub(super) struct Queue {
 pub(super) const GATHER_BYTES: usize = 16 << 10;
 
 impl Queue {
+    pub(super) fn push_back(&mut self, line: Outgoing) {
+        self.waiting.fetch_add(line.bytes.len(), Ordering::Relaxed);
+        self.lines.push_back(line);
+    }
+
+    pub(super) fn push_front(&mut self, line: Outgoing) {
+        self.waiting.fetch_add(line.bytes.len(), Ordering::Relaxed);
+        self.lines.push_front(line);
+    }
+
+    pub(super) fn insert(&mut self, at: usize, line: Outgoing) {
+        self.waiting.fetch_add(line.bytes.len(), Ordering::Relaxed);
+        self.lines.insert(at, line);
+    }
+
+    pub(super) fn pop_front(&mut self) -> Option<Outgoing> {
+        let line = self.lines.pop_front()?;
+        self.waiting.fetch_sub(line.bytes.len(), Ordering::Relaxed);
+        Some(line)
+    }
+
+    /// The bytes of the lines waiting.
+    pub(super) fn waiting(&self) -> usize {
+        self.waiting.load(Ordering::Relaxed)
+    }
+
     /// The server's stdin can no longer be written from the loop's thread (it died, or the
     /// client is done): what was gathered goes to the writer thread, in order.
     pub(super) fn lose_direct(&mut self) {
         self.direct = None;
         if !self.gathered.is_empty() {
             let bytes = std::mem::take(&mut self.gathered);
-            self.lines.push_front(Outgoing {
+            self.push_front(Outgoing {
                 bytes,
                 continues: true,
                 request: None,

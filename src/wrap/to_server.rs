@@ -10,14 +10,18 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::pacing::{Mode, MAX_BATCH_BYTES};
-use super::shared::{lock, Outgoing, Queue, Shared, GATHER_BYTES, REPLAY_WAIT, TICK};
+use super::shared::{lock, Outgoing, Queue, Shared, GATHER_BYTES, HOLD_BYTES, REPLAY_WAIT, TICK};
 use crate::diagnostics;
 use crate::message::{Message, RequestId};
+use crate::responder::LoopHandle;
 use crate::sys;
 
 /// The id prefix of the pings the wrapper sends to free a request a server holds in its
 /// buffer (see [`super::pacing`]).
 const NUDGE_PREFIX: &str = "mcpipe-wrap-nudge-";
+
+/// What the writer posts to the loop when the lines waiting fell under the hold.
+struct Released;
 
 /// Writes to a pipe up to this size are atomic: a probe's two lines reach the server in one
 /// piece.
@@ -60,6 +64,9 @@ impl Shared {
     }
 
     fn send(&self, mut line: Outgoing, may_gather: bool) {
+        if self.gave_up() {
+            return; // No server will take it (its requests are answered with errors).
+        }
         let mut queue = lock(&self.queue);
         let free = queue.lines.is_empty() && !queue.busy && !self.replaying.load(Ordering::Acquire);
         let (batches, probing) =
@@ -101,16 +108,16 @@ impl Shared {
                     Ok(n) => {
                         line.bytes.drain(..n);
                         line.continues = true;
-                        queue.lines.push_back(line);
+                        queue.push_back(line);
                     }
                     // Full pipe (or a dying server): the writer thread takes it from here.
-                    Err(_) => queue.lines.push_back(line),
+                    Err(_) => queue.push_back(line),
                 }
                 self.wake_writer(queue);
                 return;
             }
         }
-        queue.lines.push_back(line);
+        queue.push_back(line);
         self.wake_writer(queue);
     }
 
@@ -179,7 +186,7 @@ fn flush_gathered(queue: &mut Queue) {
     }
     let rest = queue.gathered.split_off(written);
     queue.gathered.clear();
-    queue.lines.push_front(Outgoing {
+    queue.push_front(Outgoing {
         bytes: rest,
         continues: true,
         request: None,
@@ -190,18 +197,28 @@ fn flush_gathered(queue: &mut Queue) {
 /// previous one out of the pipe) until the server proves it handles lines that arrive
 /// together (see [`super::pacing`]); then, and without pacing, everything queued in one
 /// write. Ends when the server is gone or the client is done.
-pub(super) fn write_lines(shared: &Shared, mut stdin: ChildStdin, alive: &AtomicBool) {
+/// The loop is woken (`handle`) when the lines waiting fall under the hold
+/// ([`HOLD_BYTES`]).
+pub(super) fn write_lines(
+    shared: &Shared,
+    mut stdin: ChildStdin,
+    alive: &AtomicBool,
+    handle: &LoopHandle,
+) {
     let mut batch = Vec::new();
     loop {
         batch.clear();
+        let released;
         let (wait_first, probe) = {
             let mut queue = lock(&shared.queue);
             loop {
                 if !alive.load(Ordering::Acquire) {
                     return;
                 }
+                let held = queue.waiting() > HOLD_BYTES;
                 if let Some(taken) = take_lines(shared, &mut queue, &mut batch) {
                     queue.busy = true;
+                    released = held && queue.waiting() <= HOLD_BYTES;
                     break taken;
                 }
                 if queue.closed && queue.lines.is_empty() {
@@ -215,6 +232,10 @@ pub(super) fn write_lines(shared: &Shared, mut stdin: ChildStdin, alive: &Atomic
                 queue.writer_asleep = false;
             }
         };
+        if released {
+            // The loop holds the client's input until it hears this (`Handler::holds_input`).
+            let _ = handle.post(Box::new(Released));
+        }
         if wait_first {
             wait_until_taken(&stdin, alive);
         }
@@ -249,7 +270,7 @@ fn take_lines(
     let first = queue.lines.front()?;
     if first.continues {
         // The rest of a line written in part goes at once.
-        batch.extend_from_slice(&queue.lines.pop_front()?.bytes);
+        batch.extend_from_slice(&queue.pop_front()?.bytes);
         return Some((false, None));
     }
     let two_requests = queue.lines.len() >= 2
@@ -273,13 +294,13 @@ fn take_lines(
     match mode {
         Mode::Hold => None,
         Mode::Single => {
-            batch.extend_from_slice(&queue.lines.pop_front()?.bytes);
+            batch.extend_from_slice(&queue.pop_front()?.bytes);
             Some((true, None))
         }
         Mode::Probe => {
             let mut ids = Vec::new();
             for _ in 0..2 {
-                let line = queue.lines.pop_front()?;
+                let line = queue.pop_front()?;
                 ids.extend(line.request);
                 batch.extend_from_slice(&line.bytes);
             }
@@ -290,7 +311,7 @@ fn take_lines(
                 if !batch.is_empty() && batch.len() + line.bytes.len() > MAX_BATCH_BYTES {
                     break;
                 }
-                batch.extend_from_slice(&queue.lines.pop_front()?.bytes);
+                batch.extend_from_slice(&queue.pop_front()?.bytes);
             }
             Some((false, None))
         }

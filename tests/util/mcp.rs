@@ -92,6 +92,11 @@ impl Proc {
         self.child.id()
     }
 
+    /// The server's stdin, for a thread of its own (a write that may block).
+    pub fn take_stdin(&mut self) -> ChildStdin {
+        self.stdin.take().expect("stdin is open")
+    }
+
     /// Writes raw bytes to the server's stdin.
     pub fn write_raw(&mut self, bytes: &[u8]) {
         let stdin = self.stdin.as_mut().expect("stdin is open");
