@@ -21,7 +21,9 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use super::from_server::ServerOutput;
-use super::shared::{lock, Outgoing, Pending, Shared, LISTS, RELIST_PREFIX, REPLAY_PREFIX, TICK};
+use super::shared::{
+    lock, Outgoing, Pending, Shared, LISTS, RELIST_PREFIX, REPLAY_PREFIX, STOPPING_TICK, TICK,
+};
 use super::to_server;
 use crate::diagnostics;
 use crate::message::{ErrorCode, ErrorObject, Message, RequestId};
@@ -183,7 +185,10 @@ fn run_once(shared: &Arc<Shared>, handle: &LoopHandle) -> std::io::Result<ExitSt
                 tree.kill_all();
             }
         }
-        thread::sleep(TICK);
+        // Until the next look, or at once when the end is asked for.
+        let stop = lock(&shared.stop);
+        let tick = if stop.is_some() { STOPPING_TICK } else { TICK };
+        drop(shared.stop_asked.wait_timeout(stop, tick));
     };
     alive.store(false, Ordering::Release);
     lock(&shared.queue).lose_direct();
@@ -317,7 +322,7 @@ pub(super) fn end_every_descendant() {
         if again.is_empty() || Instant::now() >= until {
             return;
         }
-        thread::sleep(TICK);
+        thread::sleep(STOPPING_TICK);
     }
 }
 

@@ -65,7 +65,7 @@ impl Relay {
                     self.upstream = None;
                 }
             }
-            std::thread::sleep(Duration::from_millis(2));
+            std::thread::sleep(Duration::from_millis(1));
         }
         if supervisor.is_finished() {
             let _ = supervisor.join();

@@ -47,6 +47,10 @@ pub(super) const HOLD_BYTES: usize = 1 << 20;
 /// How often the supervisor looks at the server, the deadlines and a stop request.
 pub(super) const TICK: Duration = Duration::from_millis(5);
 
+/// How often it looks once the end was asked for: the server's exit is then what the client
+/// waits for (the wrapper's exit), so it is noticed within a millisecond, not a tick.
+pub(super) const STOPPING_TICK: Duration = Duration::from_millis(1);
+
 pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding one of these locks leaves plain data behind: go on with it.
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -99,6 +103,8 @@ pub(super) struct Shared {
     pub(super) replay: Mutex<Option<RequestId>>,
     pub(super) replay_done: Condvar,
     pub(super) stop: Mutex<Option<Stop>>,
+    /// Told when the end is asked for (the supervisor waits on it between its looks).
+    pub(super) stop_asked: Condvar,
     /// How many lines the server may be handed at once (see [`super::pacing`]).
     pub(super) pacing: Mutex<Pacing>,
     /// The running server proved it takes batches (mirrors `pacing`, read without its lock
@@ -133,6 +139,7 @@ impl Shared {
             replay: Mutex::new(None),
             replay_done: Condvar::new(),
             stop: Mutex::new(None),
+            stop_asked: Condvar::new(),
             pacing: Mutex::new(Pacing::default()),
             proven: AtomicBool::new(false),
             replaying: AtomicBool::new(false),
@@ -243,6 +250,7 @@ impl Shared {
             term_after,
             kill_after,
         });
+        self.stop_asked.notify_all();
         let mut queue = lock(&self.queue);
         queue.closed = true;
         // The server's end of input comes once no description of its stdin is left open.
