@@ -153,9 +153,28 @@ fn what_serde_json_refuses_is_declined() {
         r#"{"\u0061":1}"#,
         r#"{"a":{"$serde_json::private::RawValue":"[1]"}}"#,
         r#"{"a":1E400}"#,
+        // The same mistakes inside nested values, which the spans skip rather than read.
+        r#"{"a":{"b" 1}}"#,
+        r#"{"a":{"b":1 "c":2}}"#,
+        r#"{"a":{"b":1,"c" 2}}"#,
+        r#"{"a":{"b":1,}}"#,
+        r#"{"a":{1:2}}"#,
+        r#"{"a":{"b":1]}"#,
+        r#"{"a":[1 2]}"#,
+        r#"{"a":[[1],]}"#,
+        r#"{"a":[1}"#,
+        r#"{"a":[{"b":"\x"}]}"#,
+        r#"{"a":[{"b":01}]}"#,
+        r#"{"a":[{"b":tru}]}"#,
+        r#"{"a":{"b":{"c":[}}}"#,
+        r#"{"a":[[["#,
     ];
     for line in lines {
         assert!(ours(line).is_none(), "read {line}");
+        assert!(
+            top_level_spans(line.as_bytes()).is_none(),
+            "spans read {line}"
+        );
     }
 }
 
