@@ -188,7 +188,10 @@ impl Server {
     /// How long answers still owed at end of input are awaited (10 s by default) before that
     /// work is cancelled. Every owed answer is written before the loop returns: the work's own,
     /// or, if it does not answer within half a second of the cancellation, a `-32603` error.
-    /// A shutdown signal cancels at once.
+    /// A shutdown signal cancels at once. Requests read before the end but still waiting for a
+    /// slot ([`Server::max_in_flight`]) keep starting as slots free; once none could start for
+    /// this long, the loop ends all the same, and each request that never started is answered
+    /// with a `-32603` error too.
     pub fn shutdown_grace(mut self, grace: Duration) -> Server {
         self.shutdown_grace = grace;
         self
@@ -248,7 +251,8 @@ impl Server {
         let mut idle_fired = false;
         // Until when the large line waiting now may wait (`HOLD_WAIT`).
         let mut hold_until: Option<Instant> = None;
-        // The end of the grace, once the input ended while messages waited for a slot.
+        // The end of the grace, once the input ended while messages waited for a slot (and
+        // none could start since).
         let mut eof_deadline: Option<Instant> = None;
         conn.session
             .set_cancel_method(handler.cancel_method().map(str::to_owned));
@@ -318,6 +322,9 @@ impl Server {
             if handled {
                 conn.last_input = Instant::now();
                 idle_fired = false;
+                // Messages still start: the grace after the end of input is for a loop where
+                // nothing moves, and starts again.
+                eof_deadline = None;
                 let result = catch_panic(|| handler.on_caught_up(&mut Context::new(conn, None)));
                 if let Err(panic) = result {
                     conn.session.stats.handler_panics += 1;
@@ -365,8 +372,9 @@ impl Server {
                     }
                 }
                 if conn.input_eof() || (conn.session.read_ahead_full() && conn.input_hung_up()) {
-                    // The input ended while messages wait for a slot: the grace runs from now,
-                    // as at any end of input, and ends the loop whether or not a slot frees.
+                    // The input ended while messages wait for a slot: they start as slots free,
+                    // but once none has for the shutdown grace, the loop ends as at any end of
+                    // input (work in flight cancelled, what never started answered).
                     let deadline =
                         *eof_deadline.get_or_insert_with(|| Instant::now() + self.shutdown_grace);
                     if Instant::now() >= deadline {

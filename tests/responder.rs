@@ -266,6 +266,32 @@ fn end_of_input_behind_the_in_flight_bound_still_ends_and_answers_every_request(
 }
 
 #[test]
+fn at_the_end_requests_behind_the_bound_still_start_while_answers_keep_coming() {
+    let _w = watchdog("eof_saturated_progress", Duration::from_secs(30));
+    let mut s = start(
+        server()
+            .max_in_flight(1)
+            .shutdown_grace(Duration::from_millis(300)),
+    );
+    // One slot, four calls of 150 ms: 600 ms of work after the end of input, twice the grace.
+    // The grace is for a loop where nothing moves; here every answer frees the slot for the
+    // next, so every call runs and is answered.
+    for id in 1..=4 {
+        s.send(&request(id, "later", json!({ "ms": 150 })));
+    }
+    s.input = None;
+    for id in 1..=4 {
+        let answer = s.recv();
+        assert_eq!(answer["id"], id, "{answer}");
+        assert_eq!(answer["result"], json!({ "slept": 150 }), "{answer}");
+    }
+    assert_eq!(
+        s.done.recv_timeout(util::BOUND).unwrap().unwrap(),
+        Outcome::Eof
+    );
+}
+
+#[test]
 fn at_the_end_a_waiting_request_the_peer_cancelled_is_still_not_answered() {
     let _w = watchdog("eof_saturated_cancel", Duration::from_secs(30));
     let mut s = start(
