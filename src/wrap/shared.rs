@@ -309,9 +309,10 @@ impl Outgoing {
 /// Lines for the server's stdin, in order, `closed` once the client is done.
 #[derive(Debug, Default)]
 pub(super) struct Queue {
-    /// Read here; changed only through [`Queue::push_back`] and the like, which keep
-    /// `waiting`.
-    pub(super) lines: VecDeque<Outgoing>,
+    /// Read through [`Queue::lines`], changed only through [`Queue::push_back`] and the like,
+    /// which keep `waiting` (private, so that no other change can be written: a ping pushed
+    /// past the count once made it wrap and hold the client's input for good).
+    lines: VecDeque<Outgoing>,
     /// The bytes of `lines` (shared with [`Shared::waiting`]).
     waiting: Arc<AtomicUsize>,
     pub(super) closed: bool,
@@ -332,6 +333,11 @@ pub(super) struct Queue {
 pub(super) const GATHER_BYTES: usize = 16 << 10;
 
 impl Queue {
+    /// The lines waiting, in order.
+    pub(super) fn lines(&self) -> &VecDeque<Outgoing> {
+        &self.lines
+    }
+
     pub(super) fn push_back(&mut self, line: Outgoing) {
         self.waiting.fetch_add(line.bytes.len(), Ordering::Relaxed);
         self.lines.push_back(line);

@@ -58,7 +58,7 @@ impl Shared {
         }
         flush_gathered(&mut queue);
         // The writer thread only for what the pipe did not take.
-        if !queue.lines.is_empty() {
+        if !queue.lines().is_empty() {
             self.wake_writer(queue);
         }
     }
@@ -68,7 +68,8 @@ impl Shared {
             return; // No server will take it (its requests are answered with errors).
         }
         let mut queue = lock(&self.queue);
-        let free = queue.lines.is_empty() && !queue.busy && !self.replaying.load(Ordering::Acquire);
+        let free =
+            queue.lines().is_empty() && !queue.busy && !self.replaying.load(Ordering::Acquire);
         let (batches, probing) =
             if free && (!self.config.pacing || self.proven.load(Ordering::Acquire)) {
                 (true, false)
@@ -85,7 +86,7 @@ impl Shared {
             queue.gathered.extend_from_slice(&line.bytes);
             if queue.gathered.len() >= GATHER_BYTES {
                 flush_gathered(&mut queue);
-                if !queue.lines.is_empty() {
+                if !queue.lines().is_empty() {
                     self.wake_writer(queue);
                 }
             }
@@ -95,7 +96,7 @@ impl Shared {
         if !queue.gathered.is_empty() {
             flush_gathered(&mut queue);
         }
-        let free = free && queue.lines.is_empty();
+        let free = free && queue.lines().is_empty();
         if let (true, false, Some(fd)) = (free, probing, &queue.direct) {
             let fd = fd.as_fd();
             // Straight from the loop into an empty pipe, or into any pipe once the server
@@ -158,15 +159,13 @@ impl Shared {
             return;
         }
         let mut queue = lock(&self.queue);
-        if queue.lines.is_empty() {
+        if queue.lines().is_empty() {
             let id = RequestId::from(format!("{NUDGE_PREFIX}{}", self.starts()));
-            queue
-                .lines
-                .push_back(Outgoing::new(&Message::Request(crate::message::Request {
-                    id,
-                    method: "ping".to_owned(),
-                    params: None,
-                })));
+            queue.push_back(Outgoing::new(&Message::Request(crate::message::Request {
+                id,
+                method: "ping".to_owned(),
+                params: None,
+            })));
         }
         drop(queue);
         self.queue_changed.notify_all();
@@ -221,7 +220,7 @@ pub(super) fn write_lines(
                     released = held && queue.waiting() <= HOLD_BYTES;
                     break taken;
                 }
-                if queue.closed && queue.lines.is_empty() {
+                if queue.closed && queue.lines().is_empty() {
                     return; // dropping stdin is the server's end of input
                 }
                 queue.writer_asleep = true;
@@ -267,20 +266,20 @@ fn take_lines(
     queue: &mut Queue,
     batch: &mut Vec<u8>,
 ) -> Option<(bool, Option<Vec<RequestId>>)> {
-    let first = queue.lines.front()?;
+    let first = queue.lines().front()?;
     if first.continues {
         // The rest of a line written in part goes at once.
         batch.extend_from_slice(&queue.pop_front()?.bytes);
         return Some((false, None));
     }
-    let two_requests = queue.lines.len() >= 2
+    let two_requests = queue.lines().len() >= 2
         && queue
-            .lines
+            .lines()
             .iter()
             .take(2)
             .all(|l| l.request.is_some() && !l.continues)
         && queue
-            .lines
+            .lines()
             .iter()
             .take(2)
             .map(|l| l.bytes.len())
@@ -307,7 +306,7 @@ fn take_lines(
             Some((true, Some(ids)))
         }
         Mode::Batch => {
-            while let Some(line) = queue.lines.front() {
+            while let Some(line) = queue.lines().front() {
                 if !batch.is_empty() && batch.len() + line.bytes.len() > MAX_BATCH_BYTES {
                     break;
                 }
@@ -391,6 +390,32 @@ mod tests {
         let big = vec![b' '; GATHER_BYTES];
         shared.forward(&request(4), Some(big));
         assert_eq!(unread(&reader), GATHER_BYTES + 1);
-        assert!(lock(&shared.queue).lines.is_empty());
+        assert!(lock(&shared.queue).lines().is_empty());
+    }
+
+    #[test]
+    fn the_bytes_waiting_are_counted_through_every_change_of_the_queue() {
+        use std::sync::atomic::Ordering::Relaxed;
+        // No private description of the server's stdin: every line waits for the writer.
+        let shared = Shared::new(Wrapper::new("unused", ["x"]));
+        shared.to_server(&request(1));
+        shared.to_server(&request(2));
+        let len = request(1).to_line().len();
+        assert_eq!(shared.waiting.load(Relaxed), 2 * len);
+        {
+            let mut queue = lock(&shared.queue);
+            queue.push_front(Outgoing::new(&request(3)));
+            queue.insert(1, Outgoing::new(&request(4)));
+            assert_eq!(queue.waiting(), 4 * len);
+            while queue.pop_front().is_some() {}
+            assert_eq!(queue.waiting(), 0);
+        }
+        // The ping that frees a held request after a probe ran out of time is counted too.
+        let long_ago = Instant::now() - super::super::pacing::PROBE_WAIT;
+        lock(&shared.pacing).probe_written(vec![RequestId::from(9)], long_ago);
+        shared.settle_probe();
+        let queue = lock(&shared.queue);
+        let ping = queue.lines().front().expect("a ping").bytes.len();
+        assert_eq!(queue.waiting(), ping);
     }
 }
