@@ -559,6 +559,19 @@ impl Server {
                 .fail_owed("the server shut down before the request finished");
         }
         self.refuse_unstarted(conn, handler);
+        if outcome == Outcome::Eof {
+            // The input's writer is gone, but lines may wait unread behind the read-ahead
+            // bound: they are read now (as much as that bound again at most) and answered too.
+            let mut budget = self.max_read_ahead_bytes;
+            while conn.input_hung_up() && !conn.input_eof() && budget > 0 {
+                match conn.fill() {
+                    Ok(Fill::Bytes(n)) => budget = budget.saturating_sub(n),
+                    Ok(Fill::Eof) => {}
+                    Ok(Fill::WouldBlock) | Err(_) => break,
+                }
+                self.refuse_unstarted(conn, handler);
+            }
+        }
         let grace = match outcome {
             Outcome::Eof => None,
             _ => Some(Instant::now() + SHUTDOWN_FLUSH_GRACE),

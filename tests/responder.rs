@@ -292,6 +292,38 @@ fn at_the_end_requests_behind_the_bound_still_start_while_answers_keep_coming() 
 }
 
 #[test]
+fn at_the_end_requests_still_unread_behind_the_read_ahead_bound_are_answered_too() {
+    let _w = watchdog("eof_unread", Duration::from_secs(60));
+    let mut s = start(
+        server()
+            .max_in_flight(1)
+            .max_read_ahead_bytes(1024)
+            .shutdown_grace(Duration::from_millis(200)),
+    );
+    // One slot held for good, a read-ahead of 1 KiB, and 100 KB of requests behind them: one
+    // read takes what the line buffer holds, the rest stays in the pipe, unread, when the
+    // writer hangs up. At the end every request is answered, the unread ones too.
+    s.send(&request(1, "never", json!({})));
+    let mut burst = Vec::new();
+    let mut last = 1;
+    while burst.len() < 100_000 {
+        last += 1;
+        burst.extend(request(last, "quick", json!({})));
+    }
+    s.send(&burst);
+    s.input = None;
+    let mut ids: Vec<i64> = (1..=last)
+        .map(|_| s.recv()["id"].as_i64().unwrap())
+        .collect();
+    ids.sort_unstable();
+    assert_eq!(ids, (1..=last).collect::<Vec<i64>>());
+    assert_eq!(
+        s.done.recv_timeout(util::BOUND).unwrap().unwrap(),
+        Outcome::Eof
+    );
+}
+
+#[test]
 fn at_the_end_a_waiting_request_the_peer_cancelled_is_still_not_answered() {
     let _w = watchdog("eof_saturated_cancel", Duration::from_secs(30));
     let mut s = start(
