@@ -271,19 +271,19 @@ fn at_the_end_requests_behind_the_bound_still_start_while_answers_keep_coming() 
     let mut s = start(
         server()
             .max_in_flight(1)
-            .shutdown_grace(Duration::from_millis(300)),
+            .shutdown_grace(Duration::from_millis(700)),
     );
-    // One slot, four calls of 150 ms: 600 ms of work after the end of input, twice the grace.
-    // The grace is for a loop where nothing moves; here every answer frees the slot for the
-    // next, so every call runs and is answered.
-    for id in 1..=4 {
-        s.send(&request(id, "later", json!({ "ms": 150 })));
+    // One slot, five calls of 200 ms: a second of work after the end of input, more than the
+    // grace. The grace is for a loop where nothing moves; here every answer frees the slot for
+    // the next (200 ms apart, well inside the grace), so every call runs and is answered.
+    for id in 1..=5 {
+        s.send(&request(id, "later", json!({ "ms": 200 })));
     }
     s.input = None;
-    for id in 1..=4 {
+    for id in 1..=5 {
         let answer = s.recv();
         assert_eq!(answer["id"], id, "{answer}");
-        assert_eq!(answer["result"], json!({ "slept": 150 }), "{answer}");
+        assert_eq!(answer["result"], json!({ "slept": 200 }), "{answer}");
     }
     assert_eq!(
         s.done.recv_timeout(util::BOUND).unwrap().unwrap(),

@@ -441,9 +441,15 @@ fn a_server_that_stops_reading_holds_the_client_back_and_the_wrapper_stays_small
         }
     });
     let load = |n: &std::sync::atomic::AtomicUsize| n.load(std::sync::atomic::Ordering::SeqCst);
+    // Taken: one line in the server's pipe (it is paced, and never empties it), 1 MiB queued
+    // for it (17 lines), 4 MiB read ahead (about 64) and what the pipes hold: about 85. Wait
+    // until at least 60 are taken and nothing moves for half a second (a loaded machine can
+    // stall the writer that long before the hold).
     let mut last = load(&written);
     let mut still_since = Instant::now();
-    while still_since.elapsed() < Duration::from_millis(500) {
+    let until = Instant::now() + Duration::from_secs(30);
+    while last < 60 || still_since.elapsed() < Duration::from_millis(500) {
+        assert!(Instant::now() < until, "only {last} requests taken");
         std::thread::sleep(Duration::from_millis(50));
         let now = load(&written);
         if now != last {
