@@ -3,8 +3,12 @@
 
 mod util;
 
+use std::collections::HashSet;
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -426,10 +430,9 @@ fn a_server_that_stops_reading_holds_the_client_back_and_the_wrapper_stays_small
     // 300 requests of 64 KiB (19 MiB), each in a write of its own, from a thread: once the
     // wrapper holds its input (1 MiB waiting for the server, 4 MiB read ahead), they block.
     let mut stdin = p.take_stdin();
-    let written = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let count = std::sync::Arc::clone(&written);
+    let written = Arc::new(AtomicUsize::new(0));
+    let count = Arc::clone(&written);
     let writer = std::thread::spawn(move || {
-        use std::io::Write;
         let text = "x".repeat(64 << 10);
         for id in 2..302 {
             let call = json!({"jsonrpc":"2.0","id":id,"method":"tools/call",
@@ -437,10 +440,10 @@ fn a_server_that_stops_reading_holds_the_client_back_and_the_wrapper_stays_small
             if stdin.write_all(format!("{call}\n").as_bytes()).is_err() {
                 return; // the wrapper ended
             }
-            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            count.fetch_add(1, Ordering::SeqCst);
         }
     });
-    let load = |n: &std::sync::atomic::AtomicUsize| n.load(std::sync::atomic::Ordering::SeqCst);
+    let load = |n: &AtomicUsize| n.load(Ordering::SeqCst);
     // Taken: one line in the server's pipe (it is paced, and never empties it), 1 MiB queued
     // for it (17 lines), 4 MiB read ahead (about 64) and what the pipes hold: about 85. Wait
     // until at least 60 are taken and nothing moves for half a second (a loaded machine can
@@ -470,8 +473,8 @@ fn a_server_that_stops_reading_holds_the_client_back_and_the_wrapper_stays_small
     // A signal ends it at once, and every request it read is answered: the one the server
     // holds, and those that never started.
     p.signal("TERM");
-    let mut answered = std::collections::HashSet::new();
-    let mut messages = std::collections::HashSet::new();
+    let mut answered = HashSet::new();
+    let mut messages = HashSet::new();
     while let Some(answer) = p.next_within(Duration::from_secs(5)) {
         assert_eq!(answer["error"]["code"], -32603, "{answer}");
         assert!(answered.insert(answer["id"].as_i64().unwrap()), "{answer}");
