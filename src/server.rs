@@ -500,7 +500,7 @@ impl Server {
     fn refuse_unstarted(&self, conn: &mut Connection, handler: &dyn Handler) {
         let refuse = |conn: &mut Connection, request: Request| {
             let cancellable = handler.is_cancellable(&request);
-            conn.session.refuse_unstarted(request.id, cancellable)
+            conn.session.unstarted_answer(request.id, cancellable)
         };
         while let Some(parsed) = conn.session.next_unstarted() {
             match parsed {

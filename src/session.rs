@@ -294,13 +294,9 @@ impl Session {
         cancellable: bool,
     ) -> Start {
         let cancellable = cancellable && self.cancel_method.is_some();
-        // (Each emptiness test below spares hashing the id on the common path: nothing
-        // cancelled while queued, nothing answered later, nothing waiting.)
-        if !self.cancelled_queued.is_empty()
-            && self.cancelled_queued.remove(&request.id)
-            && cancellable
-        {
-            self.stats.cancelled += 1;
+        // (Each emptiness test spares hashing the id on the common path: nothing cancelled
+        // while queued, nothing answered later, nothing waiting.)
+        if self.cancelled_while_queued(&request.id, cancellable) {
             return Start::Dropped;
         }
         if !self.owed.is_empty() && self.owed.contains_key(&request.id) {
@@ -595,17 +591,28 @@ impl Session {
         }
     }
 
+    /// Whether the peer cancelled this request while it waited to start (`cancellable`: it may
+    /// be cancelled, and cancellation is on): then it is dropped, never answered.
+    #[inline]
+    fn cancelled_while_queued(&mut self, id: &RequestId, cancellable: bool) -> bool {
+        let dropped =
+            !self.cancelled_queued.is_empty() && self.cancelled_queued.remove(id) && cancellable;
+        if dropped {
+            self.stats.cancelled += 1;
+        }
+        dropped
+    }
+
     /// At the end, the answer for a request that was read and never started: an error, but
-    /// none for one the peer cancelled while it waited (`cancellable`: as
-    /// [`Session::start_request`] drops it).
-    pub(crate) fn refuse_unstarted(
+    /// none for one the peer cancelled while it waited (as [`Session::start_request`] drops
+    /// it).
+    pub(crate) fn unstarted_answer(
         &mut self,
         id: RequestId,
         cancellable: bool,
     ) -> Option<Response> {
         let cancellable = cancellable && self.cancel_method.is_some();
-        if !self.cancelled_queued.is_empty() && self.cancelled_queued.remove(&id) && cancellable {
-            self.stats.cancelled += 1;
+        if self.cancelled_while_queued(&id, cancellable) {
             return None;
         }
         let error = ErrorObject::internal(
