@@ -34,8 +34,9 @@ use crate::sys;
 /// stdin (`shared::HOLD_BYTES`), not this count.
 const IN_FLIGHT: usize = 4096;
 
-/// How much the loop reads ahead while the client's input is held: a relay needs to see
-/// cancellations early, not to buffer a flood.
+/// How much the loop reads ahead while it starts nothing (the client's input held, or
+/// [`IN_FLIGHT`] requests waiting): a relay needs to see cancellations early, not to buffer a
+/// flood.
 const READ_AHEAD_BYTES: usize = 4 << 20;
 
 /// How a wrap ended.
