@@ -463,12 +463,7 @@ fn a_server_that_stops_reading_holds_the_client_back_and_the_wrapper_stays_small
         last < 150,
         "the client was not held back: {last} of 300 requests taken"
     );
-    let status = std::fs::read_to_string(format!("/proc/{}/status", p.pid())).unwrap();
-    let peak_kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap();
+    let peak_kib = peak_kib(p.pid());
     assert!(peak_kib < 40 << 10, "the wrapper grew to {peak_kib} KiB");
     // A signal ends it at once, and every request it read is answered: the one the server
     // holds, and those that never started.
@@ -493,4 +488,41 @@ fn a_server_that_stops_reading_holds_the_client_back_and_the_wrapper_stays_small
         "held back after {last} requests; peak {peak_kib} KiB; {} answered",
         answered.len()
     );
+}
+
+/// The wrapper's peak resident memory (`VmHWM`), in KiB.
+fn peak_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn a_server_that_writes_stderr_without_newlines_leaves_the_wrapper_small() {
+    let _w = watchdog("wrap_stderr_flood", Duration::from_secs(60));
+    let mut p = wrapped(&[], "stderr-flood", None);
+    burst(&mut p);
+    p.result(1);
+    // 100 MiB without a newline, then a line: the wrapper keeps 64 KiB of a line at most.
+    let until = Instant::now() + Duration::from_secs(30);
+    while !p.stderr.lock().unwrap().contains("hazard: flood done") {
+        assert!(Instant::now() < until, "the flood never ended");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let peak = peak_kib(p.pid());
+    assert!(peak < 40 << 10, "the wrapper grew to {peak} KiB");
+    p.call(2, "echo", json!({}));
+    assert_eq!(p.result(2)["content"][0]["text"], "ok");
+    p.close_stdin();
+    assert_eq!(p.wait_exit(), Some(0));
+    let stderr = p.stderr.lock().unwrap().clone();
+    assert!(
+        stderr.contains("hazard: (a stderr line over 65536 bytes, dropped)"),
+        "{}",
+        &stderr[..stderr.len().min(300)]
+    );
+    eprintln!("peak {peak} KiB");
 }

@@ -9,7 +9,7 @@
 //! ([`super::pacing`]).
 
 use std::collections::VecDeque;
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::os::fd::AsFd;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -26,6 +26,7 @@ use super::shared::{
 };
 use super::to_server;
 use crate::diagnostics;
+use crate::line_buffer::{Line, LineBuffer};
 use crate::message::{ErrorCode, ErrorObject, Message, RequestId};
 use crate::process_tree::ProcessTree;
 use crate::responder::LoopHandle;
@@ -42,6 +43,10 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 /// The capacity asked for the server's stdin pipe (Linux allows an unprivileged process up to
 /// 1 MiB by default).
 const PIPE_CAPACITY: usize = 1 << 20;
+
+/// The longest line of the server's stderr forwarded (the client keeps as much of a server's
+/// stderr); a longer one is dropped with a notice.
+const STDERR_LINE_BYTES: usize = 64 * 1024;
 
 /// Starts the supervisor, which spawns the server and keeps it running until asked to stop.
 pub(super) fn supervise(shared: Arc<Shared>, handle: LoopHandle) -> JoinHandle<()> {
@@ -276,24 +281,6 @@ fn expire_deadlines(shared: &Shared) {
     }
 }
 
-/// Calls `f` with each line `input` gives (without its line ending) until end of file or an
-/// error. A blocking read: the caller is a thread of its own for this one pipe.
-fn for_each_line(input: impl Read, mut f: impl FnMut(&[u8])) {
-    let mut reader = BufReader::with_capacity(1 << 16, input);
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        match reader.read_until(b'\n', &mut line) {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {}
-        }
-        while matches!(line.last(), Some(b'\n' | b'\r')) {
-            line.pop();
-        }
-        f(&line);
-    }
-}
-
 /// Whether `method` is a list whose first page the wrapper remembers.
 pub(super) fn is_remembered_list(method: &str) -> bool {
     LISTS.iter().any(|(m, _)| *m == method)
@@ -301,11 +288,33 @@ pub(super) fn is_remembered_list(method: &str) -> bool {
 
 /// The server's stderr, line by line, to ours under its name: read as fast as it comes, so the
 /// server never blocks on it, and written without blocking (dropped and counted if ours is
-/// full).
+/// full). A line is kept until its newline up to `STDERR_LINE_BYTES` only: past that it is
+/// dropped with a notice (else a server writing without newlines grows the wrapper without
+/// limit). A blocking read: this thread is for this one pipe.
 fn forward_stderr(name: &str, stderr: &mut impl Read) {
-    for_each_line(stderr, |line| {
-        diagnostics::line(&format!("{name}: {}", String::from_utf8_lossy(line)));
-    });
+    let mut lines = LineBuffer::new(STDERR_LINE_BYTES);
+    let forward = |line: Line<'_>| match line {
+        Line::Complete(line) => {
+            diagnostics::line(&format!("{name}: {}", String::from_utf8_lossy(line)));
+        }
+        Line::Oversize => diagnostics::line(&format!(
+            "{name}: (a stderr line over {STDERR_LINE_BYTES} bytes, dropped)"
+        )),
+    };
+    loop {
+        match stderr.read(lines.spare()) {
+            Ok(0) => break,
+            Ok(n) => lines.commit(n),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        }
+        while let Some(line) = lines.next_line() {
+            forward(line);
+        }
+    }
+    while let Some(line) = lines.finish() {
+        forward(line);
+    }
 }
 
 /// Ends every process still below this one (the wrapper is a subreaper on Linux, so orphans
