@@ -90,6 +90,12 @@ pub(crate) struct Connection {
     output_readiness: readiness::Output,
     /// When the last input bytes arrived.
     pub(crate) last_input: Instant,
+    /// Once the input ended, since when a handler on the loop's thread may go on waiting for
+    /// the shutdown grace: the end of input, or the start of the message handled since.
+    pub(crate) grace_from: Option<Instant>,
+    /// How long work may go on after the end of input (`Server::shutdown_grace`; without a
+    /// server, for ever).
+    pub(crate) shutdown_grace: Duration,
     /// Events from other threads.
     inbox: Inbox,
     /// A sender of events, cloned into every responder.
@@ -150,6 +156,7 @@ impl Connection {
         let input_drains = input_end.short_read_drains();
         let mut session = Session::new(&limits, next_request_id);
         session.input_eof = input_end.is_closed();
+        let grace_from = session.input_eof.then(Instant::now);
         Ok(Connection {
             _guards: guards,
             _signals: signals,
@@ -162,6 +169,8 @@ impl Connection {
             input_readiness: readiness::Input::new(input_drains),
             output_readiness: readiness::Output::new(),
             last_input: Instant::now(),
+            grace_from,
+            shutdown_grace: Duration::MAX,
             inbox,
             outbox,
             last_peek: None,
@@ -207,7 +216,10 @@ impl Connection {
             self.session.stats.late_input += 1;
         }
         match fill {
-            Fill::Eof => self.session.input_eof = true,
+            Fill::Eof => {
+                self.session.input_eof = true;
+                self.grace_from = Some(Instant::now());
+            }
             Fill::Bytes(n) => {
                 self.session.received(n);
                 self.last_input = Instant::now();
@@ -335,15 +347,51 @@ impl Connection {
         self.take_input();
     }
 
-    /// Sleeps until input, a signal, writable output or `deadline`, then takes what arrived.
-    /// Returns early, without sleeping, when the handler is already interrupted.
+    /// Whether a handler on the loop's thread must stop: the peer cancelled its request, the
+    /// loop must end (a shutdown signal, the peer gone), or the input ended longer than the
+    /// shutdown grace ago (counted from the handler's start if later), as work on other
+    /// threads gets at the end of input.
+    pub(crate) fn interrupted(&self) -> bool {
+        self.session.interrupted() || self.grace_end().is_some_and(|end| Instant::now() >= end)
+    }
+
+    /// When a handler on the loop's thread must stop waiting, once the input ended.
+    fn grace_end(&self) -> Option<Instant> {
+        self.grace_from?.checked_add(self.shutdown_grace)
+    }
+
+    /// Waits until the output is under its bound again (the peer read some), for a handler
+    /// that sends while the peer is not reading; input is left unread meanwhile.
+    ///
+    /// # Errors
+    /// When the handler is interrupted (see [`Connection::interrupted`]), or polling fails.
+    pub(crate) fn wait_for_room(&mut self) -> Result<(), Error> {
+        loop {
+            self.flush();
+            if !self.output_full() {
+                return Ok(());
+            }
+            if self.interrupted() {
+                return Err(self.session.interruption_error());
+            }
+            let left = self
+                .grace_end()
+                .map(|end| end.saturating_duration_since(Instant::now()));
+            self.wait(left)?;
+        }
+    }
+
+    /// Sleeps until input, a signal, writable output or `deadline` (at the latest the end of
+    /// the shutdown grace), then takes what arrived. Returns early, without sleeping, when the
+    /// handler is already interrupted.
     pub(crate) fn wait_until(&mut self, deadline: Instant) -> Result<(), Error> {
-        if self.session.interrupted() {
+        if self.interrupted() {
             return Ok(());
         }
+        let deadline = self.grace_end().map_or(deadline, |end| end.min(deadline));
         let left = deadline.saturating_duration_since(Instant::now());
         // A plain input (a regular file) cannot be polled but is always ready.
-        if !self.input_ready() || self.session.read_ahead_full() {
+        if !self.input_ready() || self.session.waiting_read_ahead_full() {
             self.wait(Some(left))?;
         }
         self.take_input();
@@ -354,7 +402,7 @@ impl Connection {
     /// queued output.
     fn take_input(&mut self) {
         if self.input_ready() {
-            if self.session.read_ahead_full() {
+            if self.session.waiting_read_ahead_full() {
                 self.session.stats.read_ahead_full += 1;
             } else {
                 // An error here is met again, and reported, by the loop's own read.
@@ -579,8 +627,8 @@ impl Waiter for Connection {
     }
 
     fn interruption(&self) -> Option<Error> {
-        let session = &self.session;
-        session.interrupted().then(|| session.interruption_error())
+        self.interrupted()
+            .then(|| self.session.interruption_error())
     }
 }
 

@@ -53,9 +53,13 @@ pub enum Error {
     /// [`Context::checkpoint`]: crate::Context::checkpoint
     /// [`Call::cancel`]: crate::Call::cancel
     Cancelled,
-    /// A shutdown signal (SIGTERM, SIGINT, SIGHUP) arrived while a handler was working: it should
-    /// stop, and the loop ends once it returns.
+    /// The loop is ending while a handler works: a shutdown signal (SIGTERM, SIGINT, SIGHUP)
+    /// arrived, or the input ended and the handler outlasted `Server::shutdown_grace`. It
+    /// should stop; the loop ends once it returns.
     Shutdown,
+    /// The peer's input ended (end of file) while a handler waited for the peer to answer a
+    /// request ([`Context::call`](crate::Context::call)): no answer can come.
+    InputEnded,
     /// The peer did not declare the capability a request needs, so it was not sent.
     Unsupported(String),
     /// The client must answer a question first (MCP 2026-07-28, which has no server-to-client
@@ -173,6 +177,7 @@ impl fmt::Display for Error {
             Error::PeerGone => write!(f, "the peer closed the connection"),
             Error::Cancelled => write!(f, "the request was cancelled"),
             Error::Shutdown => write!(f, "the server is shutting down"),
+            Error::InputEnded => write!(f, "the peer ended its input: no answer can come"),
             Error::Unsupported(why) => write!(f, "not supported by the peer: {why}"),
             Error::InputRequired => write!(f, "the client's input is needed first"),
             Error::Spawn { program, source } => {

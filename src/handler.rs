@@ -84,6 +84,14 @@ pub trait Handler {
         let _ = cx;
     }
 
+    /// Runs once when the loop is about to end, before the work still owed an answer is
+    /// cancelled (after the shutdown grace at end of input; at once on a signal): the place
+    /// to stop long-lived work, so that whoever waits for it is answered in its own words
+    /// rather than with the loop's "shut down before the request finished".
+    fn on_ending(&mut self, cx: &mut Context<'_>) {
+        let _ = cx;
+    }
+
     /// Runs once when the loop ends, after every response was written (as far as the peer
     /// still reads), with the reason it ends.
     fn on_shutdown(&mut self, outcome: &Outcome, cx: &mut Context<'_>) {
@@ -200,16 +208,24 @@ impl<'a> Context<'a> {
         Ok(id)
     }
 
-    /// Queues any message and writes it as far as the peer takes it without blocking.
+    /// Queues any message and writes it as far as the peer takes it without blocking. While
+    /// handling a request, when the output is at its bound (`Server::max_output_bytes`: the
+    /// peer is not reading), waits until the peer has read some of it: a handler that floods
+    /// notifications is slowed down to the peer's pace, as one on a worker thread is, instead
+    /// of growing memory without bound.
     ///
     /// # Errors
-    /// [`Error::PeerGone`] when the peer closed the connection.
+    /// [`Error::PeerGone`] when the peer closed the connection; while waiting for room, the
+    /// errors of [`Context::checkpoint`] (the message stays queued).
     pub fn send(&mut self, message: &Message) -> Result<(), Error> {
         if self.conn.session.peer_gone {
             return Err(Error::PeerGone);
         }
         self.conn.session.queue.push(message);
         self.conn.flush();
+        if self.request.is_some() && self.conn.output_full() {
+            self.conn.wait_for_room()?;
+        }
         if self.conn.session.peer_gone {
             return Err(Error::PeerGone);
         }
@@ -222,7 +238,9 @@ impl<'a> Context<'a> {
     }
 
     /// Whether the handler should stop: the peer cancelled the request being handled, a
-    /// shutdown signal arrived, or the peer went away.
+    /// shutdown signal arrived, the peer went away, or the input ended longer than
+    /// `Server::shutdown_grace` ago (counted from the request's start if later: a handler on
+    /// the loop's thread gets the grace work on other threads gets).
     ///
     /// Non-blocking and cheap enough for a tight loop: at most once per millisecond it asks the
     /// kernel, without sleeping, whether input waits, reads it into the line buffer, and looks
@@ -230,10 +248,10 @@ impl<'a> Context<'a> {
     /// arrival order, for after the handler returns. (Cancellation needs
     /// [`Handler::cancel_method`]; signals and a vanished peer count always.)
     pub fn is_cancelled(&mut self) -> bool {
-        if !self.conn.session.interrupted() {
+        if !self.conn.interrupted() {
             self.conn.peek(false);
         }
-        self.conn.session.interrupted()
+        self.conn.interrupted()
     }
 
     /// [`Context::is_cancelled`] as a `Result`, for `?` at the points where a handler can
@@ -241,7 +259,8 @@ impl<'a> Context<'a> {
     ///
     /// # Errors
     /// [`Error::Cancelled`] when the peer cancelled this request, [`Error::Shutdown`] when a
-    /// shutdown signal arrived, [`Error::PeerGone`] when the peer went away.
+    /// shutdown signal arrived or the grace after the end of input ran out,
+    /// [`Error::PeerGone`] when the peer went away.
     ///
     /// # Example
     /// ```
@@ -278,7 +297,7 @@ impl<'a> Context<'a> {
     pub fn sleep_until(&mut self, deadline: Instant) -> Result<(), Error> {
         self.conn.peek(true);
         loop {
-            if self.conn.session.interrupted() {
+            if self.conn.interrupted() {
                 return Err(self.interruption());
             }
             if Instant::now() >= deadline {
@@ -299,7 +318,8 @@ impl<'a> Context<'a> {
     ///
     /// # Errors
     /// [`Error::Rpc`] when the peer answered with an error, [`Error::Timeout`] at the
-    /// deadline, and the errors of [`Context::checkpoint`] and [`Context::send`].
+    /// deadline, [`Error::InputEnded`] at once when the peer's input ended without the answer,
+    /// and the errors of [`Context::checkpoint`] and [`Context::send`].
     pub fn call(
         &mut self,
         method: &str,
@@ -317,8 +337,13 @@ impl<'a> Context<'a> {
             if let Some(response) = self.conn.session.arrived.take() {
                 break response.result.map_err(Error::Rpc);
             }
-            if self.conn.session.interrupted() {
+            if self.conn.interrupted() {
                 break Err(self.interruption());
+            }
+            if self.conn.session.input_eof {
+                // Every line is read (up to the read-ahead bound, which nothing drains while
+                // this handler waits): the answer cannot come.
+                break Err(Error::InputEnded);
             }
             if Instant::now() >= deadline {
                 if let Some(cancel) = self.conn.session.cancel_method().map(str::to_owned) {

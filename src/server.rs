@@ -257,6 +257,7 @@ impl Server {
         conn.session
             .set_cancel_method(handler.cancel_method().map(str::to_owned));
         conn.session.relay_lines = self.relay_lines;
+        conn.shutdown_grace = self.shutdown_grace;
         conn.session.set_params_apart(handler.params_apart());
         loop {
             if conn.watches() {
@@ -446,6 +447,10 @@ impl Server {
 
     /// Hands one parsed line to the handler and queues whatever answers it.
     fn dispatch(&self, conn: &mut Connection, handler: &mut dyn Handler, parsed: Parsed) {
+        if conn.grace_from.is_some() {
+            // After the end of input, each message handled gets the whole grace.
+            conn.grace_from = Some(Instant::now());
+        }
         match parsed {
             Parsed::Single(message) => {
                 if let Some(response) = handle_message(conn, handler, message) {
@@ -552,6 +557,13 @@ impl Server {
                 outcome = Outcome::Signal(signo);
             }
         }
+        let result = catch_panic(|| handler.on_ending(&mut Context::new(conn, None)));
+        if let Err(panic) = result {
+            conn.session.stats.handler_panics += 1;
+            diagnostics::line(&format!("mcpipe: the ending hook panicked: {panic}"));
+        }
+        // Answers the hook gave (through responders) are owed no more.
+        take_events(conn, handler);
         if !conn.session.owed.is_empty() {
             conn.session.cancel_all_owed(outcome != Outcome::PeerGone);
             await_owed(conn, handler, Instant::now() + CANCEL_GRACE, false);
@@ -713,6 +725,10 @@ fn handle_message(
         }
         Message::Notification(notification) => {
             conn.session.stats.notifications += 1;
+            // A cancellation that was not read ahead (one inside a batch) is acted on here.
+            if conn.session.take_cancellation(&notification) {
+                return None;
+            }
             let method = notification.method.clone();
             let result = catch_panic(|| {
                 handler.handle_notification(notification, &mut Context::new(conn, None))

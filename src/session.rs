@@ -451,6 +451,14 @@ impl Session {
             || self.deferred.len() >= READ_AHEAD_MESSAGES
     }
 
+    /// Whether a handler waiting on the loop's thread must take no more input: the read-ahead
+    /// queue is at its limit, or the lines not parsed yet (kept as text unless a cancellation
+    /// or a response may be among them) hold as much.
+    pub(crate) fn waiting_read_ahead_full(&self) -> bool {
+        self.read_ahead_full()
+            || self.deferred_bytes + self.lines.pending() >= self.max_read_ahead_bytes
+    }
+
     /// Parses every complete line already in the line buffer into the read-ahead queue (no
     /// syscall), so that cancellations among them take effect before the requests they name
     /// start, and responses a handler waits for are seen. Does nothing unless a cancellation
@@ -485,32 +493,16 @@ impl Session {
     /// arrival order.
     fn defer(&mut self, next: ReadAhead) {
         match &next.parsed {
-            Parsed::Single(Message::Notification(n))
-                if Some(n.method.as_str()) == self.cancel_method.as_deref() =>
-            {
-                let target = n
-                    .params
-                    .as_ref()
-                    .and_then(|p| p.get("requestId"))
-                    .and_then(RequestId::from_value);
-                if let Some(id) = target {
-                    if self.running.as_ref() == Some(&id) {
-                        self.running_cancelled = true;
-                        return;
-                    }
-                    if self.cancel_owed(&id) {
-                        return;
-                    }
-                    let queued = self.deferred.iter().any(
-                        |d| matches!(&d.parsed, Parsed::Single(Message::Request(r)) if r.id == id),
-                    );
-                    if queued {
-                        self.cancelled_queued.insert(id);
-                        return;
+            Parsed::Single(Message::Notification(n)) if self.take_cancellation(n) => return,
+            Parsed::Batch(items) => {
+                // Cancellations inside a batch are acted on now, as single ones are (the
+                // running request, one owed, one queued before the batch); the batch keeps
+                // them, and its handling finds them done.
+                for item in items {
+                    if let Ok(Message::Notification(n)) = item {
+                        self.take_cancellation(n);
                     }
                 }
-                // Unknown, finished or malformed: the handler sees it in order (and may
-                // ignore it, as MCP says to).
             }
             Parsed::Single(Message::Response(r))
                 if r.id.is_some() && r.id == self.awaiting && self.arrived.is_none() =>
@@ -534,6 +526,42 @@ impl Session {
         }
         self.deferred_bytes += next.bytes;
         self.deferred.push_back(next);
+    }
+
+    /// The request a cancellation names, if `n` is one.
+    fn cancel_target(&self, n: &Notification) -> Option<RequestId> {
+        if Some(n.method.as_str()) != self.cancel_method.as_deref() {
+            return None;
+        }
+        n.params
+            .as_ref()
+            .and_then(|p| p.get("requestId"))
+            .and_then(RequestId::from_value)
+    }
+
+    /// Acts on `n` if it is a cancellation of the running request, of one whose answer is
+    /// owed, or of one waiting in the read-ahead queue; whether it was (it is then consumed).
+    /// Any other (unknown, finished or malformed) goes to the handler in order, which may
+    /// ignore it, as MCP says to.
+    pub(crate) fn take_cancellation(&mut self, n: &Notification) -> bool {
+        let Some(id) = self.cancel_target(n) else {
+            return false;
+        };
+        if self.running.as_ref() == Some(&id) {
+            self.running_cancelled = true;
+            return true;
+        }
+        if self.cancel_owed(&id) {
+            return true;
+        }
+        let queued = self
+            .deferred
+            .iter()
+            .any(|d| matches!(&d.parsed, Parsed::Single(Message::Request(r)) if r.id == id));
+        if queued {
+            self.cancelled_queued.insert(id);
+        }
+        queued
     }
 
     /// How many owed answers count toward the in-flight bound (those of work that runs).

@@ -459,7 +459,9 @@ fn the_server_ends_promptly_with_tasks_still_running() {
         );
         std::thread::sleep(Duration::from_millis(10));
     }
-    // SIGTERM with a tasks/result waiting: it is answered (an error), and the process ends.
+    // SIGTERM with a tasks/result waiting: it is answered with an error that says the task
+    // was stopped (before the loop fails what is still owed), and the process ends. The same
+    // path ends the shutdown grace after the end of input.
     let mut c = Client::legacy(&[], "2025-11-25", json!({}));
     let created = c.result(
         "tools/call",
@@ -471,7 +473,13 @@ fn the_server_ends_promptly_with_tasks_still_running() {
     let started = Instant::now();
     c.proc.signal("TERM");
     let answer = c.proc.response(waiting);
-    assert!(answer.get("error").is_some(), "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("before the task ended")),
+        "{answer}"
+    );
+    assert_eq!(answer["error"]["data"]["taskId"], id.as_str(), "{answer}");
     assert_eq!(c.proc.wait_exit(), Some(0));
     assert!(
         started.elapsed() < Duration::from_secs(5),

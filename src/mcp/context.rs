@@ -255,7 +255,7 @@ impl<'a> McpContext<'a> {
             return Ok(());
         };
         let stopped = match &mut self.link {
-            Link::Loop(cx) => cx.connection().session.interrupted(),
+            Link::Loop(cx) => cx.connection().interrupted(),
             Link::Worker { responder, .. } => responder.is_cancelled(),
             Link::Task { cancel, .. } => cancel.is_cancelled(),
         };

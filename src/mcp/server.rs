@@ -649,6 +649,12 @@ impl<S: 'static> Handler for McpServer<S> {
         }
     }
 
+    fn on_ending(&mut self, _cx: &mut Context<'_>) {
+        // Whoever waits in `tasks/result` is told the task was stopped, before the loop fails
+        // what is still owed.
+        self.stop_tasks();
+    }
+
     fn on_shutdown(&mut self, _outcome: &Outcome, cx: &mut Context<'_>) {
         self.stop_tasks();
         // Open `subscriptions/listen` streams end gracefully: their response is sent now.

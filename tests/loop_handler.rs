@@ -1,0 +1,300 @@
+//! A handler that waits on the loop's own thread (sleeps, asks the peer, sends a flood of
+//! notifications) keeps the loop's promises: the end of input stops it after the shutdown
+//! grace, what it sends and what it reads ahead stay bounded, and a cancellation reaches it
+//! from inside a batch. In-process servers over pipes, each test under a watchdog.
+
+mod util;
+
+use std::io::Write;
+use std::os::fd::AsFd;
+use std::sync::mpsc::{self, Receiver};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use mcpipe::{Context, ErrorObject, Handler, Outcome, Request, Server};
+use serde_json::{json, Value};
+use util::{line_channel, recv_json, request, watchdog};
+
+/// Methods, all on the loop's thread: `block {ms}` sleeps, `ask` asks the peer `question`
+/// (60 s), `flood {n}` sends `n` notifications of 1 KiB; `later {ms}` answers from a thread
+/// after `ms` (cancellable); anything else is answered at once. An error is answered with its
+/// text.
+struct OnTheLoop;
+
+impl Handler for OnTheLoop {
+    fn handle_request(&mut self, req: Request, cx: &mut Context<'_>) -> Result<Value, ErrorObject> {
+        let params = req.params.clone().unwrap_or(json!({}));
+        let failed = |e: mcpipe::Error| ErrorObject::internal(e.to_string());
+        match req.method.as_str() {
+            "block" => {
+                let ms = params["ms"].as_u64().unwrap_or(0);
+                cx.sleep(Duration::from_millis(ms)).map_err(failed)?;
+                Ok(json!({ "blocked": ms }))
+            }
+            "ask" => cx
+                .call("question", None, Duration::from_secs(60))
+                .map_err(failed),
+            "flood" => {
+                let n = params["n"].as_u64().unwrap_or(0);
+                let pad = "x".repeat(1024);
+                for i in 0..n {
+                    cx.notify("test/flood", Some(json!({ "i": i, "pad": pad })))
+                        .map_err(failed)?;
+                }
+                Ok(json!({ "sent": n }))
+            }
+            "later" => {
+                let ms = params["ms"].as_u64().unwrap_or(0);
+                let responder = cx.responder().expect("a request has a responder");
+                thread::spawn(move || {
+                    let token = responder.cancel_token();
+                    match token.sleep_until(Instant::now() + Duration::from_millis(ms)) {
+                        Ok(()) => responder.respond(Ok(json!({ "slept": ms }))),
+                        Err(_) => responder.respond(Ok(json!("too late"))),
+                    }
+                });
+                Ok(Value::Null)
+            }
+            other => Ok(json!({ "now": other })),
+        }
+    }
+
+    fn cancel_method(&self) -> Option<&str> {
+        Some("cancel")
+    }
+}
+
+struct Running {
+    input: Option<std::io::PipeWriter>,
+    output: Option<std::io::PipeReader>,
+    done: Receiver<(Result<Outcome, mcpipe::Error>, Instant)>,
+}
+
+fn start(server: Server) -> Running {
+    let (in_r, in_w) = std::io::pipe().unwrap();
+    let (out_r, out_w) = std::io::pipe().unwrap();
+    let (tx, done) = mpsc::channel();
+    thread::spawn(move || {
+        let outcome = server.serve(in_r.as_fd(), out_w.as_fd(), &mut OnTheLoop);
+        drop(out_w);
+        let _ = tx.send((outcome, Instant::now()));
+    });
+    Running {
+        input: Some(in_w),
+        output: Some(out_r),
+        done,
+    }
+}
+
+impl Running {
+    fn send(&mut self, bytes: &[u8]) {
+        self.input.as_mut().unwrap().write_all(bytes).unwrap();
+    }
+    /// Starts reading the output, line by line.
+    fn lines(&mut self) -> Receiver<Vec<u8>> {
+        line_channel(self.output.take().unwrap())
+    }
+    fn close_input(&mut self) {
+        self.input = None;
+    }
+    /// When the loop ended, waiting for it at most `limit`.
+    fn ended_within(&self, limit: Duration) -> Instant {
+        let (outcome, at) = self.done.recv_timeout(limit).expect("the loop did not end");
+        assert!(outcome.is_ok(), "{outcome:?}");
+        at
+    }
+}
+
+fn server() -> Server {
+    util::test_server()
+}
+
+#[test]
+fn end_of_input_stops_a_sleeping_handler_after_the_grace() {
+    let _w = watchdog("loop_sleep_eof", Duration::from_secs(30));
+    let mut s = start(server().shutdown_grace(Duration::from_millis(500)));
+    let out = s.lines();
+    s.send(&request(1, "block", json!({ "ms": 20_000 })));
+    s.send(&request(2, "quick", json!({})));
+    thread::sleep(Duration::from_millis(100));
+    let closed = Instant::now();
+    s.close_input();
+    let first = recv_json(&out);
+    assert_eq!(first["id"], 1, "{first}");
+    assert!(
+        first["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("shutting down")),
+        "{first}"
+    );
+    assert_eq!(recv_json(&out)["id"], 2);
+    let ended = s.ended_within(Duration::from_secs(10));
+    let took = ended.duration_since(closed);
+    assert!(
+        took >= Duration::from_millis(400) && took < Duration::from_secs(5),
+        "ended {took:?} after the end of input (grace 500 ms)"
+    );
+}
+
+#[test]
+fn a_handler_asking_the_peer_fails_at_once_when_the_input_ends() {
+    let _w = watchdog("loop_ask_eof", Duration::from_secs(30));
+    let mut s = start(server());
+    let out = s.lines();
+    s.send(&request(1, "ask", json!({})));
+    assert_eq!(recv_json(&out)["method"], "question");
+    let closed = Instant::now();
+    s.close_input();
+    let answer = recv_json(&out);
+    assert_eq!(answer["id"], 1, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("ended its input")),
+        "{answer}"
+    );
+    s.ended_within(Duration::from_secs(5));
+    assert!(
+        closed.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        closed.elapsed()
+    );
+}
+
+#[test]
+fn requests_that_keep_starting_after_the_end_each_get_the_whole_grace() {
+    let _w = watchdog("loop_grace_restarts", Duration::from_secs(30));
+    // Four 300 ms sleeps read before the end, a 500 ms grace: each starts after the end of
+    // input and is within the grace of its own start, so all four finish.
+    let mut s = start(server().shutdown_grace(Duration::from_millis(500)));
+    let out = s.lines();
+    for id in 1..=4 {
+        s.send(&request(id, "block", json!({ "ms": 300 })));
+    }
+    s.close_input();
+    for id in 1..=4 {
+        let answer = recv_json(&out);
+        assert_eq!(answer["id"], id);
+        assert_eq!(answer["result"]["blocked"], 300, "{answer}");
+    }
+    s.ended_within(Duration::from_secs(10));
+}
+
+/// The peak resident memory of this test process, in KiB.
+fn peak_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn a_flood_of_notifications_from_the_loop_waits_for_a_peer_that_does_not_read() {
+    let _w = watchdog("loop_flood", Duration::from_secs(60));
+    let mut s = start(server().max_output_bytes(1 << 20));
+    // 200,000 notifications of about 1 KiB (200 MiB) while nobody reads: the handler waits
+    // for room at the 1 MiB bound.
+    s.send(&request(1, "flood", json!({ "n": 200_000 })));
+    thread::sleep(Duration::from_millis(1500));
+    let peak = peak_kib();
+    assert!(peak < 100 << 10, "memory grew to {peak} KiB");
+    // Reading lets it go on to the end; nothing is lost.
+    let out = s.lines();
+    let mut seen = 0u64;
+    loop {
+        let message = recv_json(&out);
+        if message["id"] == 1 {
+            assert_eq!(message["result"]["sent"], 200_000, "{message}");
+            break;
+        }
+        assert_eq!(message["params"]["i"], seen);
+        seen += 1;
+    }
+    assert_eq!(seen, 200_000);
+    s.close_input();
+    s.ended_within(Duration::from_secs(10));
+}
+
+#[test]
+fn input_read_ahead_while_a_handler_sleeps_on_the_loop_stays_bounded() {
+    let _w = watchdog("loop_read_ahead", Duration::from_secs(60));
+    let mut s = start(server().max_read_ahead_bytes(1 << 20));
+    let out = s.lines();
+    s.send(&request(1, "block", json!({ "ms": 1500 })));
+    // 100 MiB of requests from a thread while the handler sleeps: the loop takes about the
+    // read-ahead bound and the pipe's share, then the writer waits.
+    let mut input = s.input.take().unwrap();
+    let (tx, written) = mpsc::channel();
+    let writer = thread::spawn(move || {
+        let text = "y".repeat(1000);
+        let mut n = 0u64;
+        for id in 2..102_402 {
+            let line = request(id, "echo", json!({ "text": text }));
+            if input.write_all(&line).is_err() {
+                break;
+            }
+            n += 1;
+            let _ = tx.send(n);
+        }
+        drop(input);
+    });
+    thread::sleep(Duration::from_millis(1000));
+    let taken = written.try_iter().last().unwrap_or(0);
+    assert!(
+        taken < 10_000,
+        "{taken} requests of 1 KB were taken while the handler slept (1 MiB read-ahead)"
+    );
+    // Then every request is answered, in order.
+    assert_eq!(recv_json(&out)["id"], 1);
+    for id in 2..102_402 {
+        assert_eq!(recv_json(&out)["id"], id);
+    }
+    writer.join().unwrap();
+    s.ended_within(Duration::from_secs(10));
+}
+
+#[test]
+fn a_cancellation_inside_a_batch_reaches_work_on_a_thread_and_on_the_loop() {
+    let _w = watchdog("loop_batch_cancel", Duration::from_secs(30));
+    let mut s = start(server());
+    let out = s.lines();
+    let cancel = |id: i64| json!({"jsonrpc":"2.0","method":"cancel","params":{"requestId":id}});
+    // Work on a thread, cancelled by a later batch: its answer is never sent.
+    s.send(&request(1, "later", json!({ "ms": 60_000 })));
+    s.send(
+        format!(
+            "{}\n",
+            json!([cancel(1), {"jsonrpc":"2.0","id":2,"method":"ping"}])
+        )
+        .as_bytes(),
+    );
+    let batch = recv_json(&out);
+    assert_eq!(batch[0]["id"], 2, "{batch}");
+    // The same batch as the call: the call starts, the cancellation after it ends it.
+    let call = json!({"jsonrpc":"2.0","id":3,"method":"later","params":{"ms":60_000}});
+    s.send(format!("{}\n", json!([call, cancel(3)])).as_bytes());
+    // A sleep on the loop, cancelled by a batch read while it sleeps.
+    let started = Instant::now();
+    s.send(&request(4, "block", json!({ "ms": 20_000 })));
+    s.send(
+        format!(
+            "{}\n",
+            json!([cancel(4), {"jsonrpc":"2.0","id":5,"method":"ping"}])
+        )
+        .as_bytes(),
+    );
+    // No answer for 1, 3 or 4; the ping's batch comes once the loop is free.
+    let next = recv_json(&out);
+    assert_eq!(next[0]["id"], 5, "{next}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    s.send(&request(6, "ping", json!({})));
+    assert_eq!(recv_json(&out)["id"], 6);
+    s.close_input();
+    s.ended_within(Duration::from_secs(10));
+}
