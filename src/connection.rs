@@ -256,7 +256,18 @@ impl Connection {
     /// copied as it is: what [`Event::Answer`] does, without building and writing a `Value`
     /// (a relay forwarding its upstream's answers).
     pub(crate) fn answer_raw(&mut self, id: &RequestId, result: &str) {
-        if !self.session.settle_owed(id) {
+        let write = self.session.settle_owed(id);
+        if !self.session.batches.is_empty() {
+            // It may belong to a batch, whose answers are written together: as a value.
+            let response = write.then(|| {
+                let result = serde_json::from_str(result).unwrap_or_default();
+                Response::ok(id.clone(), result)
+            });
+            self.session.answer_owed(id, response);
+            self.flush_if_large();
+            return;
+        }
+        if !write {
             return;
         }
         let out = self.session.queue.buffer();

@@ -135,6 +135,7 @@
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 
+mod batch_answers;
 mod cancel_spotter;
 mod child;
 mod client;

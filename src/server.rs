@@ -463,11 +463,22 @@ impl Server {
                     return;
                 }
                 let mut responses = Vec::new();
+                // Requests answered later by a responder: the batch's answers are written
+                // together once theirs are in.
+                let mut owed = Vec::new();
                 for item in items {
                     match item {
                         Ok(message) => {
-                            let response = handle_message(conn, handler, message);
-                            responses.extend(response.map(|r| conn.answer_value(r)));
+                            let id = match &message {
+                                Message::Request(request) => Some(request.id.clone()),
+                                _ => None,
+                            };
+                            match handle_message(conn, handler, message) {
+                                Some(response) => responses.push(conn.answer_value(response)),
+                                None => {
+                                    owed.extend(id.filter(|id| conn.session.owed.contains_key(id)))
+                                }
+                            }
                         }
                         Err(response) => {
                             conn.session.stats.bad_messages += 1;
@@ -475,7 +486,12 @@ impl Server {
                         }
                     }
                 }
-                write_batch_answer(conn, responses);
+                if owed.is_empty() {
+                    conn.session.write_batch(responses);
+                    conn.flush_if_large();
+                } else {
+                    conn.session.batches.open(responses, owed);
+                }
             }
         }
     }
@@ -528,7 +544,8 @@ impl Server {
                             Err(response) => Some(response),
                         })
                         .collect();
-                    write_batch_answer(conn, responses);
+                    conn.session.write_batch(responses);
+                    conn.flush_if_large();
                 }
             }
         }
@@ -598,24 +615,6 @@ impl Server {
         drain_output(conn, grace.map(|_| Instant::now() + SHUTDOWN_FLUSH_GRACE));
         outcome
     }
-}
-
-/// Writes the answer to a batch: its responses in one array; none at all for a batch of
-/// notifications only (never `[]`).
-fn write_batch_answer(conn: &mut Connection, responses: Vec<Response>) {
-    if responses.is_empty() {
-        return;
-    }
-    let out = conn.session.queue.buffer();
-    out.push(b'[');
-    for (i, response) in responses.into_iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        Message::Response(response).write_json(out);
-    }
-    out.extend_from_slice(b"]\n");
-    conn.flush_if_large();
 }
 
 /// Takes the events other threads sent and hands the handler what they posted.

@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::batch_answers::{PendingBatches, Settled};
 use crate::cancel_spotter::CancelSpotter;
 use crate::diagnostics::{excerpt, Diagnostics};
 use crate::error::Error;
@@ -126,6 +127,8 @@ pub(crate) struct Session {
     kept: Option<Kept>,
     /// Whether the input not yet parsed may hold a cancellation (then it is read ahead).
     spotter: CancelSpotter,
+    /// Batches waiting for answers owed by responders, written whole when complete.
+    pub(crate) batches: PendingBatches,
 }
 
 /// A message read ahead: the parsed line, its length, and what is kept of the line.
@@ -179,6 +182,7 @@ impl Session {
             params_apart: None,
             kept: None,
             spotter: CancelSpotter::default(),
+            batches: PendingBatches::default(),
         }
     }
 
@@ -234,8 +238,17 @@ impl Session {
     pub(crate) fn take_event(&mut self, event: Event) {
         match event {
             Event::Answer { id, result } => {
-                if self.settle_owed(&id) {
-                    self.enqueue(&answer_message(id, result));
+                let write = self.settle_owed(&id);
+                if self.batches.is_empty() {
+                    if write {
+                        self.enqueue(&answer_message(id, result));
+                    }
+                } else {
+                    let response = write.then(|| Response {
+                        id: Some(id.clone()),
+                        result,
+                    });
+                    self.answer_owed(&id, response);
                 }
             }
             Event::Notify(notification) => {
@@ -271,6 +284,33 @@ impl Session {
             }
             Event::Post(data) => self.posts.push_back(data),
         }
+    }
+
+    /// Writes the answer of the owed request `id` (`None`: it gets none), or keeps it for its
+    /// batch until the batch is complete (see [`PendingBatches`]).
+    pub(crate) fn answer_owed(&mut self, id: &RequestId, response: Option<Response>) {
+        match self.batches.settle(id, response) {
+            Settled::Alone(Some(response)) => self.enqueue(&Message::Response(response)),
+            Settled::Alone(None) | Settled::Kept => {}
+            Settled::Complete(responses) => self.write_batch(responses),
+        }
+    }
+
+    /// Writes the answers of a batch: in one array; none at all when it has none (a batch of
+    /// notifications, or of requests the peer cancelled: never `[]`).
+    pub(crate) fn write_batch(&mut self, responses: Vec<Response>) {
+        if responses.is_empty() {
+            return;
+        }
+        let out = self.queue.buffer();
+        out.push(b'[');
+        for (i, response) in responses.into_iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            Message::Response(response).write_json(out);
+        }
+        out.extend_from_slice(b"]\n");
     }
 
     /// An answer for the owed request `id` arrived: it is no longer owed. Whether the answer
@@ -615,7 +655,8 @@ impl Session {
         let owed: Vec<RequestId> = self.owed.drain().map(|(id, _)| id).collect();
         for id in owed {
             let error = ErrorObject::internal(format!("internal error: {why}"));
-            self.enqueue(&answer_message(id, Err(error)));
+            let response = Response::error(Some(id.clone()), error);
+            self.answer_owed(&id, Some(response));
         }
     }
 

@@ -298,3 +298,41 @@ fn a_cancellation_inside_a_batch_reaches_work_on_a_thread_and_on_the_loop() {
     s.close_input();
     s.ended_within(Duration::from_secs(10));
 }
+
+#[test]
+fn a_batch_with_requests_answered_later_is_answered_in_one_array() {
+    let _w = watchdog("loop_batch_later", Duration::from_secs(30));
+    let mut s = start(server().shutdown_grace(Duration::from_millis(300)));
+    let out = s.lines();
+    let call = |id: i64, method: &str, ms: u64| json!({"jsonrpc":"2.0","id":id,"method":method,"params":{"ms":ms}});
+    let batch = json!([
+        call(1, "later", 300),
+        call(2, "quick", 0),
+        call(3, "later", 100)
+    ]);
+    s.send(format!("{batch}\n").as_bytes());
+    let answers = recv_json(&out);
+    let ids: Vec<i64> = answers
+        .as_array()
+        .unwrap_or_else(|| panic!("not one array: {answers}"))
+        .iter()
+        .map(|a| a["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ids, [2, 3, 1], "{answers}");
+    // A request of the batch cancelled while the rest is in: the array holds the rest.
+    let batch = json!([call(4, "later", 60_000), call(5, "quick", 0)]);
+    s.send(format!("{batch}\n").as_bytes());
+    thread::sleep(Duration::from_millis(100));
+    s.send(b"{\"jsonrpc\":\"2.0\",\"method\":\"cancel\",\"params\":{\"requestId\":4}}\n");
+    let answers = recv_json(&out);
+    assert_eq!(answers.as_array().map(Vec::len), Some(1), "{answers}");
+    assert_eq!(answers[0]["id"], 5, "{answers}");
+    // At the end, one still owed is failed into its batch's array.
+    let batch = json!([call(6, "later", 60_000), call(7, "quick", 0)]);
+    s.send(format!("{batch}\n").as_bytes());
+    s.close_input();
+    let answers = recv_json(&out);
+    assert_eq!(answers[0]["id"], 7, "{answers}");
+    assert_eq!(answers[1]["id"], 6, "{answers}");
+    s.ended_within(Duration::from_secs(20));
+}
