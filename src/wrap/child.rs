@@ -21,9 +21,8 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use super::from_server::ServerOutput;
-use super::shared::{
-    lock, Outgoing, Pending, Shared, LISTS, RELIST_PREFIX, REPLAY_PREFIX, STOPPING_TICK, TICK,
-};
+use super::ids::{self, RELIST_PREFIX, REPLAY_PREFIX};
+use super::shared::{lock, Outgoing, Pending, Shared, LISTS, STOPPING_TICK, TICK};
 use super::to_server;
 use crate::diagnostics;
 use crate::line_buffer::{Line, LineBuffer};
@@ -276,7 +275,7 @@ fn expire_deadlines(shared: &Shared) {
         ))));
         shared.to_server(&Message::Notification(crate::message::Notification {
             method: "notifications/cancelled".to_owned(),
-            params: Some(json!({ "requestId": id.to_value(), "reason": "timeout" })),
+            params: Some(json!({ "requestId": ids::sent(&id).to_value(), "reason": "timeout" })),
         }));
     }
 }

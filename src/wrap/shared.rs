@@ -17,16 +17,6 @@ use crate::id_map::IdMap;
 use crate::message::{ErrorObject, Message, RequestId};
 use crate::responder::Responder;
 
-/// Every id of a request the wrapper itself sends the server starts with this.
-pub(super) const OWN_ID_PREFIX: &str = "mcpipe-wrap-";
-
-/// The id prefix of the `initialize` the wrapper replays to a restarted server.
-pub(super) const REPLAY_PREFIX: &str = "mcpipe-wrap-replay-";
-
-/// The id prefix of the list requests the wrapper sends a restarted server, to compare its
-/// lists with what the client saw.
-pub(super) const RELIST_PREFIX: &str = "mcpipe-wrap-relist-";
-
 /// The list methods whose first page the wrapper remembers, and the notification that says
 /// each changed.
 pub(super) const LISTS: [(&str, &str); 3] = [

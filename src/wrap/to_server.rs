@@ -9,16 +9,13 @@ use std::sync::MutexGuard;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use super::ids::NUDGE_PREFIX;
 use super::pacing::{Mode, MAX_BATCH_BYTES};
 use super::shared::{lock, Outgoing, Queue, Shared, GATHER_BYTES, HOLD_BYTES, REPLAY_WAIT, TICK};
 use crate::diagnostics;
 use crate::message::{Message, RequestId};
 use crate::responder::LoopHandle;
 use crate::sys;
-
-/// The id prefix of the pings the wrapper sends to free a request a server holds in its
-/// buffer (see [`super::pacing`]).
-const NUDGE_PREFIX: &str = "mcpipe-wrap-nudge-";
 
 /// What the writer posts to the loop when the lines waiting fell under the hold.
 struct Released;
@@ -145,11 +142,6 @@ impl Shared {
             ));
             self.queue_changed.notify_all();
         }
-    }
-
-    /// Whether `tag` is the id of a ping the wrapper sent (its answer goes nowhere).
-    pub(super) fn is_wrapper_ping(&self, tag: &str) -> bool {
-        tag.starts_with(NUDGE_PREFIX)
     }
 
     /// A probe that ran out of time leaves the server paced; if nothing else is queued, a
