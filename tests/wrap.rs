@@ -605,3 +605,56 @@ fn nested_wrappers_answer_every_client_id_with_the_servers_answer() {
     p.close_stdin();
     assert_eq!(p.wait_exit(), Some(0));
 }
+
+/// A server that closes `pipe` (its stdout or its stdin) but runs on: the request it holds is
+/// answered with an error within a few seconds although the client stays (nothing else is
+/// sent: a closed stdin is found without writing to it), the next request is served by a
+/// restarted server, and the first one is ended.
+fn a_server_that_closes_a_pipe_is_ended_and_restarted(pipe: &str) {
+    let test = format!("closes-{pipe}");
+    let pids = pid_file(&test);
+    let mut p = wrapped(&[], &test, pids.to_str());
+    burst(&mut p);
+    p.result(1);
+    let first = pids_in(&pids)[0];
+    let started = Instant::now();
+    p.call(2, "close", json!({}));
+    let answer = p.response(2);
+    assert_eq!(answer["error"]["code"], -32603, "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains(&format!("closed its {pipe}")), "{answer}");
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    let stderr = p.stderr.lock().unwrap().clone();
+    assert!(
+        stderr.contains(&format!("hazard closed its {pipe} but still runs")),
+        "{stderr}"
+    );
+    p.call(4, "echo", json!({}));
+    assert_eq!(p.result(4)["content"][0]["text"], "ok");
+    let started = pids_in(&pids);
+    assert_eq!(started.len(), 2, "one restart: {started:?}");
+    assert!(
+        gone_within(first, Duration::from_secs(3)),
+        "the server {first} survived"
+    );
+    p.close_stdin();
+    assert_eq!(p.wait_exit(), Some(0));
+    assert!(started
+        .iter()
+        .all(|pid| gone_within(*pid, Duration::from_secs(2))));
+    eprintln!("answered with an error after {took:?}");
+    let _ = std::fs::remove_file(&pids);
+}
+
+#[test]
+fn a_server_that_closes_its_stdout_but_runs_on_is_ended_and_restarted() {
+    let _w = watchdog("wrap_closes_stdout", Duration::from_secs(60));
+    a_server_that_closes_a_pipe_is_ended_and_restarted("stdout");
+}
+
+#[test]
+fn a_server_that_closes_its_stdin_but_runs_on_is_ended_and_restarted() {
+    let _w = watchdog("wrap_closes_stdin", Duration::from_secs(60));
+    a_server_that_closes_a_pipe_is_ended_and_restarted("stdin");
+}

@@ -34,6 +34,10 @@ pub(super) const REPLAY_WAIT: Duration = Duration::from_secs(10);
 /// the client is held back by its own pipe, as it would be by the server's.
 pub(super) const HOLD_BYTES: usize = 1 << 20;
 
+/// From SIGTERM to SIGKILL, when the wrapper ends a server that is not in a hurry (at the
+/// end of input, or one that can answer nothing more).
+pub(super) const KILL_AFTER_TERM: Duration = Duration::from_secs(1);
+
 /// How often the supervisor looks at the server, the deadlines and a stop request.
 pub(super) const TICK: Duration = Duration::from_millis(5);
 
@@ -230,10 +234,7 @@ impl Shared {
         let (term_after, kill_after) = if quick {
             (Duration::ZERO, Duration::from_millis(200))
         } else {
-            (
-                self.config.grace,
-                self.config.grace + Duration::from_secs(1),
-            )
+            (self.config.grace, self.config.grace + KILL_AFTER_TERM)
         };
         lock(&self.stop).get_or_insert(Stop {
             asked: Instant::now(),
