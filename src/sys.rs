@@ -175,6 +175,21 @@ pub(crate) fn writable_now(fd: BorrowedFd<'_>) -> io::Result<bool> {
     Ok(ready > 0)
 }
 
+/// Whether the pipe whose write end is `fd` has no reader left: `poll(2)` reports `POLLERR`
+/// on the write end then (Linux), before any write fails. An error of `poll` counts as not.
+pub(crate) fn pipe_reader_gone(fd: BorrowedFd<'_>) -> bool {
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLOUT,
+        revents: 0,
+    };
+    let ready = retry(|| {
+        // SAFETY: `pfd` is one valid, writable `pollfd` for the call; the count passed is 1.
+        cvt(unsafe { libc::poll(&mut pfd, 1, 0) })
+    });
+    ready.is_ok_and(|n| n > 0) && pfd.revents & libc::POLLERR != 0
+}
+
 /// How many bytes wait unread in the pipe behind `fd` (`FIONREAD`; Linux answers it on either
 /// end of a pipe, which is what lets a writer see whether its reader took a line).
 pub(crate) fn pipe_unread(fd: BorrowedFd<'_>) -> io::Result<usize> {

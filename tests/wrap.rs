@@ -526,3 +526,135 @@ fn a_server_that_writes_stderr_without_newlines_leaves_the_wrapper_small() {
     );
     eprintln!("peak {peak} KiB");
 }
+
+/// Requests with ids under each of the wrapper's own prefixes, and a plain one; returns the
+/// answers by id (each checked to be the server's answer: `{"lines": [...]}`).
+fn ids_under_the_wrappers_prefixes(p: &mut Proc) -> Vec<(String, String)> {
+    let init = json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
+        "protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}});
+    p.write_raw(format!("{init}\n").as_bytes());
+    p.result(0);
+    let ids = [
+        "mcpipe-wrap-nudge-1",
+        "mcpipe-wrap-replay-1",
+        "mcpipe-wrap-relist-tools/list",
+        "mcpipe-wrap-client-x",
+        "mcpipe-wrap-",
+        "plain",
+    ];
+    let mut seen = Vec::new();
+    for id in ids {
+        p.send(&json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":"echo"}}));
+        let answer = p.next();
+        assert_eq!(answer["id"], id, "{answer}");
+        let lines = answer["result"]["lines"]
+            .as_array()
+            .unwrap_or_else(|| panic!("not the server's answer: {answer}"));
+        let line = lines.last().and_then(|l| l.as_str()).unwrap_or_default();
+        let sent: serde_json::Value = serde_json::from_str(line).unwrap();
+        seen.push((
+            id.to_owned(),
+            sent["id"].as_str().unwrap_or_default().to_owned(),
+        ));
+    }
+    seen
+}
+
+#[test]
+fn a_client_id_under_the_wrappers_own_prefix_is_answered_with_the_servers_answer() {
+    let _w = watchdog("wrap_own_prefix", Duration::from_secs(60));
+    let mut p = wrapped(&[], "lines", None);
+    for (id, sent) in ids_under_the_wrappers_prefixes(&mut p) {
+        // The server sees it renamed (the wrapper's own ids cannot be taken for it); any
+        // other id as it came.
+        let want = if id == "plain" {
+            id.clone()
+        } else {
+            format!("mcpipe-wrap-client-{id}")
+        };
+        assert_eq!(sent, want);
+    }
+    p.close_stdin();
+    assert_eq!(p.wait_exit(), Some(0));
+}
+
+#[test]
+fn nested_wrappers_answer_every_client_id_with_the_servers_answer() {
+    let _w = watchdog("wrap_nested", Duration::from_secs(60));
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcpipe"));
+    cmd.args(["wrap", "--name", "outer", "--"]);
+    cmd.args([
+        env!("CARGO_BIN_EXE_mcpipe"),
+        "wrap",
+        "--name",
+        "inner",
+        "--",
+    ]);
+    cmd.arg("python3")
+        .arg(fixture("wrap_hazards.py"))
+        .arg("lines");
+    let mut p = Proc::spawn(cmd);
+    for (id, sent) in ids_under_the_wrappers_prefixes(&mut p) {
+        let want = if id == "plain" {
+            id.clone()
+        } else {
+            format!("mcpipe-wrap-client-mcpipe-wrap-client-{id}")
+        };
+        assert_eq!(sent, want);
+    }
+    p.close_stdin();
+    assert_eq!(p.wait_exit(), Some(0));
+}
+
+/// A server that closes `pipe` (its stdout or its stdin) but runs on: the request it holds is
+/// answered with an error within a few seconds although the client stays (nothing else is
+/// sent: a closed stdin is found without writing to it), the next request is served by a
+/// restarted server, and the first one is ended.
+fn a_server_that_closes_a_pipe_is_ended_and_restarted(pipe: &str) {
+    let test = format!("closes-{pipe}");
+    let pids = pid_file(&test);
+    let mut p = wrapped(&[], &test, pids.to_str());
+    burst(&mut p);
+    p.result(1);
+    let first = pids_in(&pids)[0];
+    let started = Instant::now();
+    p.call(2, "close", json!({}));
+    let answer = p.response(2);
+    assert_eq!(answer["error"]["code"], -32603, "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains(&format!("closed its {pipe}")), "{answer}");
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    let stderr = p.stderr.lock().unwrap().clone();
+    assert!(
+        stderr.contains(&format!("hazard closed its {pipe} but still runs")),
+        "{stderr}"
+    );
+    p.call(4, "echo", json!({}));
+    assert_eq!(p.result(4)["content"][0]["text"], "ok");
+    let started = pids_in(&pids);
+    assert_eq!(started.len(), 2, "one restart: {started:?}");
+    assert!(
+        gone_within(first, Duration::from_secs(3)),
+        "the server {first} survived"
+    );
+    p.close_stdin();
+    assert_eq!(p.wait_exit(), Some(0));
+    assert!(started
+        .iter()
+        .all(|pid| gone_within(*pid, Duration::from_secs(2))));
+    eprintln!("answered with an error after {took:?}");
+    let _ = std::fs::remove_file(&pids);
+}
+
+#[test]
+fn a_server_that_closes_its_stdout_but_runs_on_is_ended_and_restarted() {
+    let _w = watchdog("wrap_closes_stdout", Duration::from_secs(60));
+    a_server_that_closes_a_pipe_is_ended_and_restarted("stdout");
+}
+
+#[test]
+fn a_server_that_closes_its_stdin_but_runs_on_is_ended_and_restarted() {
+    let _w = watchdog("wrap_closes_stdin", Duration::from_secs(60));
+    a_server_that_closes_a_pipe_is_ended_and_restarted("stdin");
+}

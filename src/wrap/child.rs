@@ -21,8 +21,9 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use super::from_server::ServerOutput;
+use super::ids::{self, RELIST_PREFIX, REPLAY_PREFIX};
 use super::shared::{
-    lock, Outgoing, Pending, Shared, LISTS, RELIST_PREFIX, REPLAY_PREFIX, STOPPING_TICK, TICK,
+    lock, Outgoing, Pending, Shared, Stop, KILL_AFTER_TERM, LISTS, STOPPING_TICK, TICK,
 };
 use super::to_server;
 use crate::diagnostics;
@@ -35,6 +36,11 @@ use crate::sys;
 /// How long the supervisor waits, after the server's tree is gone, for the loop to have read
 /// the last of its stdout.
 const STDOUT_END_WAIT: Duration = Duration::from_secs(2);
+
+/// How long a server whose stdout ended, or that closed its stdin, may take to exit by
+/// itself before the wrapper ends it: a process that exits closes its pipes a moment before
+/// its exit can be waited for, and an exit is reported as what it is.
+const EXIT_WAIT: Duration = Duration::from_millis(250);
 
 /// The first pause before a restart; it doubles up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
@@ -69,8 +75,8 @@ pub(super) fn supervise(shared: Arc<Shared>, handle: LoopHandle) -> JoinHandle<(
                 }
                 return;
             }
-            let status = match run_once(&shared, &handle) {
-                Ok(status) => status,
+            let Life { status, retired } = match run_once(&shared, &handle) {
+                Ok(life) => life,
                 Err(e) => {
                     give_up(&shared, &format!("it could not be started: {e}"));
                     return;
@@ -78,11 +84,15 @@ pub(super) fn supervise(shared: Arc<Shared>, handle: LoopHandle) -> JoinHandle<(
             };
             *lock(&shared.last_exit) = Some(status);
             let name = &shared.config.name;
-            let error = ErrorObject::internal(format!(
-                "internal error: the wrapped server {name} exited ({status}) before answering"
-            ))
-            .with_data(json!({ "exitCode": status.code(), "signal": signal_of(status) }));
-            shared.fail_pending(&error);
+            // A retired server's requests were answered when it was retired: those in flight
+            // now came later, wait in the queue, and go to the next server (if there is one).
+            if !retired || shared.stopping().is_some() {
+                let error = ErrorObject::internal(format!(
+                    "internal error: the wrapped server {name} exited ({status}) before answering"
+                ))
+                .with_data(json!({ "exitCode": status.code(), "signal": signal_of(status) }));
+                shared.fail_pending(&error);
+            }
             if shared.stopping().is_some() {
                 return;
             }
@@ -150,9 +160,16 @@ fn queue_replay(shared: &Shared) {
     shared.replaying.store(true, Ordering::Release);
 }
 
-/// One life of the server: spawn it, serve its pipes, watch deadlines and the stop request,
-/// and return its exit status once it is gone (with every descendant it left).
-fn run_once(shared: &Arc<Shared>, handle: &LoopHandle) -> std::io::Result<ExitStatus> {
+/// How one life of the server ended.
+struct Life {
+    status: ExitStatus,
+    /// The wrapper ended it because it could answer nothing more ([`retire`]).
+    retired: bool,
+}
+
+/// One life of the server: spawn it, serve its pipes, watch deadlines, the stop request and
+/// its pipes, and return how it ended once it is gone (with every descendant it left).
+fn run_once(shared: &Arc<Shared>, handle: &LoopHandle) -> std::io::Result<Life> {
     let config = &shared.config;
     let mut command = Command::new(&config.program);
     command
@@ -168,9 +185,14 @@ fn run_once(shared: &Arc<Shared>, handle: &LoopHandle) -> std::io::Result<ExitSt
     let pid = child.id();
     let pgid = libc::pid_t::try_from(pid).unwrap_or(0);
     let mut tree = ProcessTree::new(pid);
+    let life = shared.starts();
     let alive = Arc::new(AtomicBool::new(true));
-    let threads = start_pipes(shared, handle, &mut child, &alive);
+    let refused = Arc::new(AtomicBool::new(false));
+    let threads = start_pipes(shared, handle, &mut child, &alive, &refused);
     let mut signalled = (false, false);
+    // When a lost pipe was first seen, and how the wrapper ends the server once it retired it.
+    let mut lost: Option<Instant> = None;
+    let mut retired: Option<Stop> = None;
     let status = loop {
         if let Some(status) = child.try_wait()? {
             break status;
@@ -178,7 +200,15 @@ fn run_once(shared: &Arc<Shared>, handle: &LoopHandle) -> std::io::Result<ExitSt
         tree.scan_if_due();
         expire_deadlines(shared);
         shared.settle_probe();
-        if let Some(stop) = shared.stopping() {
+        if retired.is_none() && shared.stopping().is_none() {
+            if let Some(pipe) = lost_pipe(shared, life, &refused) {
+                let since = *lost.get_or_insert_with(Instant::now);
+                if since.elapsed() >= EXIT_WAIT {
+                    retired = Some(retire(shared, &alive, pipe));
+                }
+            }
+        }
+        for stop in [shared.stopping(), retired].into_iter().flatten() {
             let since = stop.asked.elapsed();
             if since >= stop.term_after && !signalled.0 {
                 signalled.0 = true;
@@ -208,7 +238,53 @@ fn run_once(shared: &Arc<Shared>, handle: &LoopHandle) -> std::io::Result<ExitSt
     for thread in threads {
         let _ = thread.join();
     }
-    Ok(status)
+    Ok(Life {
+        status,
+        retired: retired.is_some(),
+    })
+}
+
+/// Which of its pipes the server lost while it still runs, if one: its stdout ended (the
+/// loop read its end) or it closed its stdin (the pipe has no reader, or refused a line).
+/// Either way it can answer nothing more.
+fn lost_pipe(shared: &Shared, life: u32, refused: &AtomicBool) -> Option<&'static str> {
+    if *lock(&shared.stdout_open) != Some(life) {
+        Some("stdout")
+    } else if refused.load(Ordering::Acquire) || shared.stdin_reader_gone() {
+        Some("stdin")
+    } else {
+        None
+    }
+}
+
+/// Gives up on a server that lost `pipe` but runs on: it could hold its requests for as long
+/// as the client stays. Nothing more is written to it (what waits goes to the next server),
+/// its requests in flight are answered with an error now, and it is ended as a stubborn
+/// server is at the end (stdin closed and SIGTERM now, SIGKILL [`KILL_AFTER_TERM`] later);
+/// its exit is then a crash's (a restart, within the same budget).
+fn retire(shared: &Shared, alive: &AtomicBool, pipe: &str) -> Stop {
+    let name = &shared.config.name;
+    diagnostics::line(&format!(
+        "mcpipe wrap: {name} closed its {pipe} but still runs: it can answer nothing more; \
+         ending it"
+    ));
+    let mut queue = lock(&shared.queue);
+    // Under the queue's lock: from here the writer takes no line for this server (it checks
+    // `alive` under the lock), and the loop's thread writes none (no `direct`).
+    alive.store(false, Ordering::Release);
+    queue.lose_direct();
+    drop(queue);
+    shared.queue_changed.notify_all();
+    let error = ErrorObject::internal(format!(
+        "internal error: the wrapped server {name} closed its {pipe} before answering"
+    ))
+    .with_data(json!({ "exitCode": null, "signal": null, "closed": pipe }));
+    shared.fail_pending(&error);
+    Stop {
+        asked: Instant::now(),
+        term_after: Duration::ZERO,
+        kill_after: KILL_AFTER_TERM,
+    }
 }
 
 fn start_pipes(
@@ -216,6 +292,7 @@ fn start_pipes(
     handle: &LoopHandle,
     child: &mut Child,
     alive: &Arc<AtomicBool>,
+    refused: &Arc<AtomicBool>,
 ) -> Vec<JoinHandle<()>> {
     let mut threads = Vec::new();
     if let Some(stdin) = child.stdin.take() {
@@ -224,9 +301,10 @@ fn start_pipes(
         let _ = sys::set_pipe_capacity(stdin.as_fd(), PIPE_CAPACITY);
         // Not on Linux, or not a pipe we can reopen: every line goes through the writer.
         lock(&shared.queue).direct = sys::reopen_nonblocking(stdin.as_fd(), true).ok();
-        let (shared, alive, handle) = (Arc::clone(shared), Arc::clone(alive), handle.clone());
+        let (shared, handle) = (Arc::clone(shared), handle.clone());
+        let (alive, refused) = (Arc::clone(alive), Arc::clone(refused));
         threads.push(thread::spawn(move || {
-            to_server::write_lines(&shared, stdin, &alive, &handle)
+            to_server::write_lines(&shared, stdin, &alive, &refused, &handle)
         }));
     }
     if let Some(stdout) = child.stdout.take() {
@@ -276,7 +354,7 @@ fn expire_deadlines(shared: &Shared) {
         ))));
         shared.to_server(&Message::Notification(crate::message::Notification {
             method: "notifications/cancelled".to_owned(),
-            params: Some(json!({ "requestId": id.to_value(), "reason": "timeout" })),
+            params: Some(json!({ "requestId": ids::sent(&id).to_value(), "reason": "timeout" })),
         }));
     }
 }

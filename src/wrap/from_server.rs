@@ -9,12 +9,14 @@ use std::sync::atomic::Ordering;
 
 use serde_json::Value;
 
-use super::shared::{Shared, LISTS, OWN_ID_PREFIX, RELIST_PREFIX, REPLAY_PREFIX};
+use super::child;
+use super::ids::{self, NUDGE_PREFIX, RELIST_PREFIX};
+use super::shared::{lock, Shared, LISTS};
 use crate::diagnostics;
 use crate::handler::Context;
 use crate::json_read;
 use crate::line_buffer::{Line, LineBuffer};
-use crate::message::{Message, RequestId, Response};
+use crate::message::{ErrorObject, Message, RequestId, Response};
 use crate::readiness::{Fill, Input};
 use crate::relayed;
 
@@ -158,11 +160,8 @@ fn plain_result(line: &[u8]) -> Option<(RequestId, &str)> {
 /// `false` when the answer needs more than that (the wrapper's own requests, the handshake, a
 /// list it remembers): the caller takes the full path.
 fn forward(shared: &Shared, cx: &mut Context<'_>, id: &RequestId, result: &str) -> bool {
-    if id
-        .as_str()
-        .is_some_and(|tag| tag.starts_with(OWN_ID_PREFIX))
-    {
-        return false;
+    if ids::is_reserved(id) {
+        return false; // renamed, or the wrapper's own: the full path
     }
     let Some(pending) = shared.take_pending_if(id, |p| !p.first_page && p.method != "initialize")
     else {
@@ -183,23 +182,16 @@ fn answer(shared: &Shared, cx: &mut Context<'_>, response: Response) {
         return;
     };
     shared.answered(&id);
-    if let Some(tag) = id.as_str() {
-        if tag.starts_with(REPLAY_PREFIX) {
-            shared.replay_answered();
-            if let Err(e) = response.result {
-                diagnostics::line(&format!("{name}: the replayed initialize failed: {e}"));
-            }
-            return;
-        }
-        if let Some(method) = tag.strip_prefix(RELIST_PREFIX) {
-            relisted(shared, cx, method, response.result.ok());
-            return;
-        }
-        if shared.is_wrapper_ping(tag) {
-            return;
-        }
-    }
-    let Some(pending) = shared.take_pending(&id) else {
+    let renamed;
+    let client = if !ids::is_reserved(&id) {
+        &id
+    } else if let Some(client) = ids::client_id(&id) {
+        renamed = client;
+        &renamed
+    } else {
+        return own_answer(shared, cx, id.as_str().unwrap_or_default(), response.result);
+    };
+    let Some(pending) = shared.take_pending(client) else {
         diagnostics::line(&format!(
             "{name}: an answer to no request in flight (id {id})"
         ));
@@ -223,6 +215,34 @@ fn answer(shared: &Shared, cx: &mut Context<'_>, response: Response) {
         shared.batches.store(batches, Ordering::Release);
     }
     cx.respond(pending.responder, response.result);
+}
+
+/// The server's answer to one of the wrapper's own requests (`tag`, its id): the replayed
+/// `initialize` it waits for, a list fetched again, a ping (dropped). Anything else under the
+/// wrapper's prefix answers nothing it sent.
+fn own_answer(
+    shared: &Shared,
+    cx: &mut Context<'_>,
+    tag: &str,
+    result: Result<Value, ErrorObject>,
+) {
+    let name = &shared.config.name;
+    let replay = lock(&shared.replay).as_ref().and_then(RequestId::as_str) == Some(tag);
+    if replay {
+        shared.replay_answered();
+        if let Err(e) = result {
+            diagnostics::line(&format!("{name}: the replayed initialize failed: {e}"));
+        }
+    } else if let Some(method) = tag
+        .strip_prefix(RELIST_PREFIX)
+        .filter(|m| child::is_remembered_list(m))
+    {
+        relisted(shared, cx, method, result.ok());
+    } else if !tag.starts_with(NUDGE_PREFIX) {
+        diagnostics::line(&format!(
+            "{name}: an answer to no request in flight (id {tag})"
+        ));
+    }
 }
 
 /// A restarted server's answer to a list the client had seen: when it differs, the client is

@@ -2,7 +2,8 @@
 //!
 //! The client talks to the loop ([`Server`] with the [`relay`] handler): bad input is answered
 //! there (malformed JSON, invalid requests, oversize lines, batches the negotiated revision
-//! forbids) and never reaches the server; everything else is relayed unchanged, ids included.
+//! forbids) and never reaches the server; everything else is relayed unchanged, ids included
+//! (but for ids in the wrapper's own namespace: [`ids`]).
 //! The wrapped server runs under a supervisor ([`child`]): its stdout is read line by line
 //! (only JSON-RPC messages reach the client, anything else goes to stderr under the server's
 //! name), its stderr is forwarded without ever blocking it, lines reach its stdin one at a time
@@ -12,6 +13,7 @@
 
 mod child;
 mod from_server;
+mod ids;
 mod pacing;
 mod relay;
 mod shared;

@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 
 use super::child;
 use super::from_server::{self, ServerOutput};
+use super::ids;
 use super::shared::{Pending, Shared, HOLD_BYTES};
 use crate::diagnostics;
 use crate::error::Outcome;
@@ -76,7 +77,7 @@ impl Relay {
 impl Handler for Relay {
     fn handle_request(
         &mut self,
-        request: Request,
+        mut request: Request,
         cx: &mut Context<'_>,
     ) -> Result<Value, ErrorObject> {
         self.start(cx);
@@ -119,8 +120,15 @@ impl Handler for Relay {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(request.id.clone(), pending);
-        self.shared
-            .forward(&Message::Request(request), cx.take_raw_line());
+        let mut line = cx.take_raw_line();
+        if ids::is_reserved(&request.id) {
+            // The client's id could be taken for one of the wrapper's own (`ids`): the server
+            // sees it renamed, in its line as it came (or, where that line's members cannot be
+            // read apart, in the message written anew: the loop built its params then).
+            request.id = ids::renamed(&request.id);
+            line = line.and_then(|line| ids::with_id(&line, &request.id));
+        }
+        self.shared.forward(&Message::Request(request), line);
         Ok(Value::Null) // ignored: the responder answers
     }
 
@@ -151,7 +159,7 @@ impl Handler for Relay {
         self.shared.to_server(&Message::Notification(Notification {
             method: "notifications/cancelled".to_owned(),
             params: Some(
-                json!({ "requestId": request.to_value(), "reason": "cancelled by the client" }),
+                json!({ "requestId": ids::sent(&request).to_value(), "reason": "cancelled by the client" }),
             ),
         }));
     }

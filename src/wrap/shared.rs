@@ -17,16 +17,6 @@ use crate::id_map::IdMap;
 use crate::message::{ErrorObject, Message, RequestId};
 use crate::responder::Responder;
 
-/// Every id of a request the wrapper itself sends the server starts with this.
-pub(super) const OWN_ID_PREFIX: &str = "mcpipe-wrap-";
-
-/// The id prefix of the `initialize` the wrapper replays to a restarted server.
-pub(super) const REPLAY_PREFIX: &str = "mcpipe-wrap-replay-";
-
-/// The id prefix of the list requests the wrapper sends a restarted server, to compare its
-/// lists with what the client saw.
-pub(super) const RELIST_PREFIX: &str = "mcpipe-wrap-relist-";
-
 /// The list methods whose first page the wrapper remembers, and the notification that says
 /// each changed.
 pub(super) const LISTS: [(&str, &str); 3] = [
@@ -43,6 +33,10 @@ pub(super) const REPLAY_WAIT: Duration = Duration::from_secs(10);
 /// ([`Handler::holds_input`](crate::Handler::holds_input)): the wrapper's memory stays flat and
 /// the client is held back by its own pipe, as it would be by the server's.
 pub(super) const HOLD_BYTES: usize = 1 << 20;
+
+/// From SIGTERM to SIGKILL, when the wrapper ends a server that is not in a hurry (at the
+/// end of input, or one that can answer nothing more).
+pub(super) const KILL_AFTER_TERM: Duration = Duration::from_secs(1);
 
 /// How often the supervisor looks at the server, the deadlines and a stop request.
 pub(super) const TICK: Duration = Duration::from_millis(5);
@@ -240,10 +234,7 @@ impl Shared {
         let (term_after, kill_after) = if quick {
             (Duration::ZERO, Duration::from_millis(200))
         } else {
-            (
-                self.config.grace,
-                self.config.grace + Duration::from_secs(1),
-            )
+            (self.config.grace, self.config.grace + KILL_AFTER_TERM)
         };
         lock(&self.stop).get_or_insert(Stop {
             asked: Instant::now(),

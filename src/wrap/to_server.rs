@@ -9,16 +9,13 @@ use std::sync::MutexGuard;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use super::ids::NUDGE_PREFIX;
 use super::pacing::{Mode, MAX_BATCH_BYTES};
 use super::shared::{lock, Outgoing, Queue, Shared, GATHER_BYTES, HOLD_BYTES, REPLAY_WAIT, TICK};
 use crate::diagnostics;
 use crate::message::{Message, RequestId};
 use crate::responder::LoopHandle;
 use crate::sys;
-
-/// The id prefix of the pings the wrapper sends to free a request a server holds in its
-/// buffer (see [`super::pacing`]).
-const NUDGE_PREFIX: &str = "mcpipe-wrap-nudge-";
 
 /// What the writer posts to the loop when the lines waiting fell under the hold.
 struct Released;
@@ -122,6 +119,17 @@ impl Shared {
         self.wake_writer(queue);
     }
 
+    /// Whether the server closed its stdin, as the loop's own description of the pipe shows
+    /// (Linux, while the server is written to): found without writing to it. Elsewhere only
+    /// a failed write tells (the writer's `refused`).
+    pub(super) fn stdin_reader_gone(&self) -> bool {
+        let queue = lock(&self.queue);
+        queue
+            .direct
+            .as_ref()
+            .is_some_and(|fd| sys::pipe_reader_gone(fd.as_fd()))
+    }
+
     /// Releases the queue and wakes the writer if it sleeps.
     fn wake_writer(&self, queue: MutexGuard<'_, Queue>) {
         let asleep = queue.writer_asleep;
@@ -145,11 +153,6 @@ impl Shared {
             ));
             self.queue_changed.notify_all();
         }
-    }
-
-    /// Whether `tag` is the id of a ping the wrapper sent (its answer goes nowhere).
-    pub(super) fn is_wrapper_ping(&self, tag: &str) -> bool {
-        tag.starts_with(NUDGE_PREFIX)
     }
 
     /// A probe that ran out of time leaves the server paced; if nothing else is queued, a
@@ -197,11 +200,13 @@ fn flush_gathered(queue: &mut Queue) {
 /// together (see [`super::pacing`]); then, and without pacing, everything queued in one
 /// write. Ends when the server is gone or the client is done.
 /// The loop is woken (`handle`) when the lines waiting fall under the hold
-/// ([`HOLD_BYTES`]).
+/// ([`HOLD_BYTES`]); `refused` is set when a write fails (the server closed its stdin, or
+/// died: the supervisor tells which).
 pub(super) fn write_lines(
     shared: &Shared,
     mut stdin: ChildStdin,
     alive: &AtomicBool,
+    refused: &AtomicBool,
     handle: &LoopHandle,
 ) {
     let mut batch = Vec::new();
@@ -244,7 +249,10 @@ pub(super) fn write_lines(
         let written = stdin.write_all(&batch).and_then(|()| stdin.flush());
         lock(&shared.queue).busy = false;
         if written.is_err() {
-            return; // the server is gone; its requests are failed by the supervisor
+            // The server is gone, or closed its stdin: either way the supervisor ends it and
+            // answers its requests.
+            refused.store(true, Ordering::Release);
+            return;
         }
         // After a replayed `initialize`, nothing else until the server answered it.
         let mut replay = lock(&shared.replay);
