@@ -139,6 +139,15 @@ pub trait Handler {
         false
     }
 
+    /// The methods whose requests this handler answers at once, on the loop's thread, without
+    /// a responder or a wait (MCP's `ping`). Asked once, when the loop starts. While too many
+    /// requests are in flight ([`Server::max_in_flight`](crate::Server::max_in_flight)), such
+    /// a request read ahead is still started, ahead of the requests waiting for a slot: a
+    /// liveness check is answered promptly however busy the server is. The default names none.
+    fn methods_answered_at_once(&self) -> &'static [&'static str] {
+        &[]
+    }
+
     /// Whether `request` may be cancelled; asked before it runs. The default says yes. (MCP
     /// never cancels `initialize`.)
     fn is_cancellable(&self, request: &Request) -> bool {

@@ -258,6 +258,7 @@ impl Server {
             .set_cancel_method(handler.cancel_method().map(str::to_owned));
         conn.session.relay_lines = self.relay_lines;
         conn.shutdown_grace = self.shutdown_grace;
+        conn.session.quick_methods = handler.methods_answered_at_once();
         conn.session.set_params_apart(handler.params_apart());
         loop {
             if conn.watches() {
@@ -286,7 +287,9 @@ impl Server {
                     stopped_by_backpressure = true;
                     break;
                 }
-                if conn.session.in_flight() >= self.max_in_flight || handler.holds_input() {
+                if (conn.session.in_flight() >= self.max_in_flight || handler.holds_input())
+                    && !conn.session.has_quick()
+                {
                     saturated = true;
                     break;
                 }
@@ -367,6 +370,10 @@ impl Server {
                 // (bounded), so that cancellations and responses the work in flight waits for
                 // are acted on; start nothing new.
                 conn.session.read_ahead_always();
+                conn.session.promote_quick();
+                if conn.session.has_quick() {
+                    continue; // A request the handler answers at once (a ping) starts now.
+                }
                 if conn.input_ready() && !conn.session.read_ahead_full() {
                     if let Fill::Bytes(_) | Fill::Eof = conn.fill()? {
                         continue;

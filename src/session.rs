@@ -129,6 +129,14 @@ pub(crate) struct Session {
     spotter: CancelSpotter,
     /// Batches waiting for answers owed by responders, written whole when complete.
     pub(crate) batches: PendingBatches,
+    /// The methods the handler answers at once on the loop's thread
+    /// ([`crate::Handler::methods_answered_at_once`]).
+    pub(crate) quick_methods: &'static [&'static str],
+    /// Requests of those methods taken out of the read-ahead queue at the in-flight bound
+    /// ([`Session::promote_quick`]): handed out first.
+    quick: VecDeque<ReadAhead>,
+    /// One of those methods' requests was read ahead since the queue was last looked through.
+    quick_deferred: bool,
 }
 
 /// A message read ahead: the parsed line, its length, and what is kept of the line.
@@ -183,6 +191,9 @@ impl Session {
             kept: None,
             spotter: CancelSpotter::default(),
             batches: PendingBatches::default(),
+            quick_methods: &[],
+            quick: VecDeque::new(),
+            quick_deferred: false,
         }
     }
 
@@ -438,8 +449,46 @@ impl Session {
         self.take_next().map(|next| next.parsed)
     }
 
+    /// Whether a request the handler answers at once (a `ping`) was taken out of its turn
+    /// ([`Session::promote_quick`]): it is the next message handed out.
+    pub(crate) fn has_quick(&self) -> bool {
+        !self.quick.is_empty()
+    }
+
+    /// At the in-flight bound: takes the requests the handler answers at once (a `ping`) out
+    /// of the read-ahead queue, to be handed out first (JSON-RPC lets answers come in any
+    /// order). Looks through the queue only when such a request was read ahead since the
+    /// last look.
+    pub(crate) fn promote_quick(&mut self) {
+        if !std::mem::take(&mut self.quick_deferred) {
+            return;
+        }
+        let quick = |d: &ReadAhead, methods: &[&str]| matches!(&d.parsed, Parsed::Single(Message::Request(r)) if methods.contains(&r.method.as_str()));
+        let mut at = 0;
+        while at < self.deferred.len() {
+            if quick(&self.deferred[at], self.quick_methods) {
+                if let Some(next) = self.deferred.remove(at) {
+                    self.quick.push_back(next);
+                }
+            } else {
+                at += 1;
+            }
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn take_quick(&mut self) -> Option<ReadAhead> {
+        let next = self.quick.pop_front()?;
+        self.deferred_bytes -= next.bytes;
+        Some(next)
+    }
+
     #[inline(always)]
     fn take_next(&mut self) -> Option<ReadAhead> {
+        if !self.quick.is_empty() {
+            return self.take_quick();
+        }
         match self.deferred.pop_front() {
             Some(next) => {
                 self.deferred_bytes -= next.bytes;
@@ -482,7 +531,9 @@ impl Session {
     /// buffer (not one read ahead): the loop holds such a line while a large answer is being
     /// written.
     pub(crate) fn large_line_next(&mut self, bytes: usize) -> bool {
-        self.deferred.is_empty() && self.lines.next_complete_len().is_some_and(|n| n > bytes)
+        self.deferred.is_empty()
+            && self.quick.is_empty()
+            && self.lines.next_complete_len().is_some_and(|n| n > bytes)
     }
 
     /// Whether the read-ahead queue holds its limit: no more input is taken until it drains.
@@ -534,6 +585,11 @@ impl Session {
     fn defer(&mut self, next: ReadAhead) {
         match &next.parsed {
             Parsed::Single(Message::Notification(n)) if self.take_cancellation(n) => return,
+            Parsed::Single(Message::Request(r))
+                if self.quick_methods.contains(&r.method.as_str()) =>
+            {
+                self.quick_deferred = true;
+            }
             Parsed::Batch(items) => {
                 // Cancellations inside a batch are acted on now, as single ones are (the
                 // running request, one owed, one queued before the batch); the batch keeps

@@ -17,8 +17,8 @@ use util::{line_channel, recv_json, request, watchdog};
 
 /// Methods, all on the loop's thread: `block {ms}` sleeps, `ask` asks the peer `question`
 /// (60 s), `flood {n}` sends `n` notifications of 1 KiB; `later {ms}` answers from a thread
-/// after `ms` (cancellable); anything else is answered at once. An error is answered with its
-/// text.
+/// after `ms` (cancellable); anything else is answered at once (`ping` is named so). An error
+/// is answered with its text.
 struct OnTheLoop;
 
 impl Handler for OnTheLoop {
@@ -61,6 +61,10 @@ impl Handler for OnTheLoop {
 
     fn cancel_method(&self) -> Option<&str> {
         Some("cancel")
+    }
+
+    fn methods_answered_at_once(&self) -> &'static [&'static str] {
+        &["ping"]
     }
 }
 
@@ -335,4 +339,38 @@ fn a_batch_with_requests_answered_later_is_answered_in_one_array() {
     assert_eq!(answers[0]["id"], 7, "{answers}");
     assert_eq!(answers[1]["id"], 6, "{answers}");
     s.ended_within(Duration::from_secs(20));
+}
+
+#[test]
+fn a_ping_is_answered_at_once_while_requests_wait_for_a_slot() {
+    let _w = watchdog("loop_quick_ping", Duration::from_secs(30));
+    let mut s = start(
+        server()
+            .max_in_flight(2)
+            .shutdown_grace(Duration::from_millis(300)),
+    );
+    let out = s.lines();
+    // Two slots taken for a minute, two more requests waiting for one, then a ping.
+    for id in 1..=4 {
+        s.send(&request(id, "later", json!({ "ms": 60_000 })));
+    }
+    let started = Instant::now();
+    s.send(&request(5, "ping", json!({})));
+    let answer = recv_json(&out);
+    assert_eq!(answer["id"], 5, "{answer}");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    // Anything else still waits for a slot.
+    s.send(&request(6, "quick", json!({})));
+    util::assert_silent(&out, Duration::from_millis(300));
+    s.close_input();
+    let mut ids: Vec<i64> = (0..5)
+        .map(|_| recv_json(&out)["id"].as_i64().unwrap())
+        .collect();
+    ids.sort_unstable();
+    assert_eq!(ids, [1, 2, 3, 4, 6]);
+    s.ended_within(Duration::from_secs(10));
 }

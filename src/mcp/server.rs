@@ -679,6 +679,10 @@ impl<S: 'static> Handler for McpServer<S> {
         Some("notifications/cancelled")
     }
 
+    fn methods_answered_at_once(&self) -> &'static [&'static str] {
+        &["ping"]
+    }
+
     fn is_cancellable(&self, request: &Request) -> bool {
         // MCP: `initialize` must never be cancelled.
         request.method != "initialize"
