@@ -565,3 +565,48 @@ fn the_interop_servers_pass_the_gate() {
         }
     });
 }
+
+/// Field test: a server's names reached the terminal raw: a tool named `x\n::error ...` printed
+/// a line GitHub Actions runs as a workflow command, and ESC and NUL went through. Every text
+/// from the server is printed with its control characters as visible escapes.
+#[test]
+fn server_text_cannot_start_a_line_or_reach_the_terminal_raw() {
+    watchdog(Duration::from_secs(60), || {
+        let path = fixture_path("field_hazards.py");
+        let (output, _) = probe(&[
+            "--github",
+            "--only",
+            "handshake,tools",
+            "--",
+            "python3",
+            path.to_str().unwrap(),
+            "names",
+        ]);
+        let text = String::from_utf8(output.stdout).unwrap();
+        assert!(output.status.success(), "{text}");
+        assert!(!text.lines().any(|l| l.starts_with("::")), "{text}");
+        for raw in ['\x1b', '\0', '\u{9b}'] {
+            assert!(!text.contains(raw), "{raw:?} in {text}");
+        }
+        assert!(
+            text.contains("x\\n::error title=injected::this line"),
+            "{text}"
+        );
+        assert!(text.contains("server evil\\u{1b}[2J\\u{0}name"), "{text}");
+        assert!(text.contains("clear\\u{1b}[2J\\u{0}\\u{9b}"), "{text}");
+
+        // The JSON report keeps the names as they are (JSON escapes them itself).
+        let (report, _, _) =
+            probe_json_with(&[], "field_hazards.py", &["names"], Some("handshake,tools"));
+        let names: Vec<&str> = check(&report, "tools")["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            names[0],
+            "x\n::error title=injected::this line was written by the probed server"
+        );
+    });
+}
