@@ -610,3 +610,15 @@ fn server_text_cannot_start_a_line_or_reach_the_terminal_raw() {
         );
     });
 }
+
+/// Field test: a server that pings the client was warned of "requests to a client that
+/// declared no capabilities (only ping is allowed)". Pings are not counted there.
+#[test]
+fn a_server_that_only_pings_the_client_passes_the_capabilities_check() {
+    watchdog(Duration::from_secs(60), || {
+        let (report, code, _) =
+            probe_json_with(&[], "field_hazards.py", &["pings"], Some("capabilities"));
+        assert_eq!(status_of(&report, "capabilities"), "PASS", "{report:#}");
+        assert_eq!(code, 0);
+    });
+}

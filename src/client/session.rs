@@ -40,6 +40,9 @@ pub struct ClientStats {
     pub late_progress: u64,
     /// Requests the server sent (each answered).
     pub server_requests: u64,
+    /// Of [`server_requests`](Self::server_requests), the `ping`s: a server may always ping,
+    /// whatever the client declared.
+    pub server_pings: u64,
     /// Notifications the server sent, progress included.
     pub notifications: u64,
     /// Notifications dropped because the queue was full.
@@ -532,6 +535,9 @@ impl Session {
     /// responses: such a request is counted, reported, and left unanswered.
     fn receive_request(&mut self, request: Request) {
         self.stats.server_requests += 1;
+        if request.method == "ping" {
+            self.stats.server_pings += 1;
+        }
         if self.era == Some(Era::Modern) {
             let method = request.method;
             self.events.push_back(Event::Report(format!(

@@ -255,6 +255,7 @@ fn server_requests_are_answered_or_handed_to_a_callback() {
     }
     assert_eq!(outbound(&mut s)[0]["id"], "d");
     assert_eq!(s.stats().server_requests, 4);
+    assert_eq!(s.stats().server_pings, 1);
 }
 
 #[test]
