@@ -622,3 +622,26 @@ fn a_server_that_only_pings_the_client_passes_the_capabilities_check() {
         assert_eq!(code, 0);
     });
 }
+
+/// Field test: an answer serde_json cannot read (`"minimum": -1e400` in a tools/list schema)
+/// was reported as no answer within the timeout. stdout-clean says the answer came and could
+/// not be read, and claims no clean stdout.
+#[test]
+fn an_answer_that_cannot_be_read_is_reported_as_such() {
+    watchdog(Duration::from_secs(60), || {
+        let (report, _, _) = probe_json_with(
+            &[],
+            "field_hazards.py",
+            &["tiny-minimum"],
+            Some("handshake,stdout-clean"),
+        );
+        let detail = detail_of(&report, "stdout-clean");
+        assert_eq!(status_of(&report, "stdout-clean"), "FAIL", "{report:#}");
+        assert!(
+            detail.starts_with("tools/list answered, but the answer could not be read: "),
+            "{detail}"
+        );
+        assert!(detail.contains("number out of range"), "{detail}");
+        assert!(!detail.contains("every stdout line"), "{detail}");
+    });
+}
