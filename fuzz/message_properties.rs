@@ -7,6 +7,7 @@ use mcpipe::internals::{self, Classified};
 use mcpipe::{ErrorCode, Message, Response};
 use serde_json::{Map, Value};
 
+use super::json_grammar::is_json;
 use super::{check_error_value, expect, Expect};
 
 /// `message`: any line classifies without panicking, as the rules say; every error response is
@@ -102,16 +103,29 @@ fn check_arguments(line: &[u8]) {
     );
 }
 
-/// What the relay's quick scan accepts, serde_json accepts, with the same members.
+/// What the relay's quick scan accepts is JSON by the grammar (RFC 8259, the naive reference)
+/// and each member's text too; where serde_json reads the line, the same members. (The scan
+/// takes numbers and nesting serde_json cannot hold: the relay forwards the text.)
 fn check_scan(line: &[u8]) {
     let Some(members) = internals::scan_members(line) else {
         return;
     };
-    let Ok(Value::Object(object)) = serde_json::from_slice::<Value>(line) else {
-        panic!(
-            "the scan accepted what serde_json refuses: {:?}",
-            String::from_utf8_lossy(line)
+    let shown = String::from_utf8_lossy(line);
+    assert!(
+        is_json(line),
+        "the scan accepted what is not JSON: {shown:?}"
+    );
+    for (_, text) in &members {
+        assert!(
+            is_json(text.as_bytes()),
+            "a member's text {text:?} is not JSON"
         );
+    }
+    let Ok(parsed) = serde_json::from_slice::<Value>(line) else {
+        return; // Beyond serde_json's limits (the grammar holds, checked above).
+    };
+    let Value::Object(object) = parsed else {
+        panic!("the scan accepted what is no object: {shown:?}");
     };
     let mut last = Map::new();
     for (name, text) in &members {
@@ -122,7 +136,9 @@ fn check_scan(line: &[u8]) {
     assert_eq!(last, object, "the scan found other members");
 }
 
-/// A relay's reading of a line is the loop's, but for params it leaves in the line.
+/// A relay's reading of a line is the loop's, but for params it leaves in the line, and for a
+/// request or notification whose params are JSON that serde_json cannot hold: the loop answers
+/// that -32700, the relay forwards it as it came.
 fn check_relayed(line: &[u8]) {
     let without_params = |c: Classified| match c {
         Classified::Single(Ok(Message::Request(mut r))) => {
@@ -137,6 +153,15 @@ fn check_relayed(line: &[u8]) {
     };
     let relayed = without_params(internals::classify_relayed(line));
     let full = without_params(internals::classify(line));
+    let forwarded = matches!(
+        relayed,
+        Classified::Single(Ok(Message::Request(_) | Message::Notification(_)))
+    );
+    let refused = matches!(&full, Classified::Single(Err(r))
+        if r.result.as_ref().is_err_and(|e| e.code == ErrorCode::PARSE_ERROR));
+    if forwarded && refused && is_json(line) {
+        return;
+    }
     assert!(
         same_classification(&relayed, &full),
         "a relay reads {:?} otherwise: {relayed:?} against {full:?}",

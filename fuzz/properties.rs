@@ -21,6 +21,8 @@ use serde_json::{Map, Value};
 mod client_properties;
 #[allow(unused_imports)] // Each includer uses some of them.
 pub(crate) use client_properties::{client_responses, client_session};
+#[path = "json_grammar.rs"]
+mod json_grammar;
 #[path = "message_properties.rs"]
 mod message_properties;
 #[allow(unused_imports)] // The replay test and the `message` target use it.

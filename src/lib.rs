@@ -163,6 +163,7 @@ mod server;
 mod session;
 mod stats;
 mod stdio_guard;
+mod subreaper;
 mod sys;
 mod worker_pool;
 mod wrap;
@@ -194,4 +195,5 @@ pub use protocol::{LATEST_PROTOCOL_VERSION, MODERN_PROTOCOL_VERSIONS, PROTOCOL_V
 pub use responder::{CancelToken, LoopHandle, Responder};
 pub use server::Server;
 pub use stats::Stats;
+pub use subreaper::Subreaper;
 pub use wrap::{WrapOutcome, Wrapper};

@@ -59,8 +59,7 @@ impl ProcessTree {
     }
 
     /// How many descendants are tracked now (alive at the last scan).
-    #[cfg(test)]
-    fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.known.len()
     }
 

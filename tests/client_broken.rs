@@ -232,3 +232,32 @@ fn a_timeout_is_retried_without_a_restart() {
         assert_eq!(client.stats().restarts, 0);
     });
 }
+
+/// Field test: a server answering `tools/call` at once with `10**400` written out (valid JSON
+/// serde_json cannot read) left the call waiting for its whole timeout. It fails at once with
+/// the reason, and the line is still counted as bad.
+#[test]
+fn an_answer_that_cannot_be_read_fails_its_call_at_once() {
+    watchdog(LIMIT, || {
+        let mut client = fixture("field_hazards.py")
+            .arg("huge-number")
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        let options = RequestOptions::new().timeout(Duration::from_secs(20));
+        let result = client.call_tool_with("echo", json!({}), options);
+        let took = started.elapsed();
+        match result {
+            Err(e @ Error::Protocol { .. }) => {
+                let text = e.to_string();
+                assert!(text.contains("answer could not be read"), "{text}");
+                assert!(text.contains("number out of range"), "{text}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(took < Duration::from_secs(10), "took {took:?}");
+        assert_eq!(client.stats().bad_lines, 1);
+        // The session goes on.
+        client.ping().unwrap();
+    });
+}

@@ -565,3 +565,83 @@ fn the_interop_servers_pass_the_gate() {
         }
     });
 }
+
+/// Field test: a server's names reached the terminal raw: a tool named `x\n::error ...` printed
+/// a line GitHub Actions runs as a workflow command, and ESC and NUL went through. Every text
+/// from the server is printed with its control characters as visible escapes.
+#[test]
+fn server_text_cannot_start_a_line_or_reach_the_terminal_raw() {
+    watchdog(Duration::from_secs(60), || {
+        let path = fixture_path("field_hazards.py");
+        let (output, _) = probe(&[
+            "--github",
+            "--only",
+            "handshake,tools",
+            "--",
+            "python3",
+            path.to_str().unwrap(),
+            "names",
+        ]);
+        let text = String::from_utf8(output.stdout).unwrap();
+        assert!(output.status.success(), "{text}");
+        assert!(!text.lines().any(|l| l.starts_with("::")), "{text}");
+        for raw in ['\x1b', '\0', '\u{9b}'] {
+            assert!(!text.contains(raw), "{raw:?} in {text}");
+        }
+        assert!(
+            text.contains("x\\n::error title=injected::this line"),
+            "{text}"
+        );
+        assert!(text.contains("server evil\\u{1b}[2J\\u{0}name"), "{text}");
+        assert!(text.contains("clear\\u{1b}[2J\\u{0}\\u{9b}"), "{text}");
+
+        // The JSON report keeps the names as they are (JSON escapes them itself).
+        let (report, _, _) =
+            probe_json_with(&[], "field_hazards.py", &["names"], Some("handshake,tools"));
+        let names: Vec<&str> = check(&report, "tools")["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            names[0],
+            "x\n::error title=injected::this line was written by the probed server"
+        );
+    });
+}
+
+/// Field test: a server that pings the client was warned of "requests to a client that
+/// declared no capabilities (only ping is allowed)". Pings are not counted there.
+#[test]
+fn a_server_that_only_pings_the_client_passes_the_capabilities_check() {
+    watchdog(Duration::from_secs(60), || {
+        let (report, code, _) =
+            probe_json_with(&[], "field_hazards.py", &["pings"], Some("capabilities"));
+        assert_eq!(status_of(&report, "capabilities"), "PASS", "{report:#}");
+        assert_eq!(code, 0);
+    });
+}
+
+/// Field test: an answer serde_json cannot read (`"minimum": -1e400` in a tools/list schema)
+/// was reported as no answer within the timeout. stdout-clean says the answer came and could
+/// not be read, and claims no clean stdout.
+#[test]
+fn an_answer_that_cannot_be_read_is_reported_as_such() {
+    watchdog(Duration::from_secs(60), || {
+        let (report, _, _) = probe_json_with(
+            &[],
+            "field_hazards.py",
+            &["tiny-minimum"],
+            Some("handshake,stdout-clean"),
+        );
+        let detail = detail_of(&report, "stdout-clean");
+        assert_eq!(status_of(&report, "stdout-clean"), "FAIL", "{report:#}");
+        assert!(
+            detail.starts_with("tools/list answered, but the answer could not be read: "),
+            "{detail}"
+        );
+        assert!(detail.contains("number out of range"), "{detail}");
+        assert!(!detail.contains("every stdout line"), "{detail}");
+    });
+}

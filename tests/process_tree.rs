@@ -139,3 +139,68 @@ fn the_probe_leaves_no_process_behind() {
         assert_eq!(survivors(&started), 0, "of {started:?}");
     });
 }
+
+/// Live processes whose command line has `word` as an argument.
+fn running_with(word: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.split(|&b| b == 0).any(|arg| arg == word.as_bytes()))
+        })
+        .filter(|&pid| process_alive(pid))
+        .collect()
+}
+
+/// Field test: a server that daemonises (a double fork into a session of its own, done before
+/// the client's first scan of its tree) left one orphan per server the probe started, and the
+/// probe said PASS. The probe is a subreaper: it ends them and says so in each check.
+#[test]
+fn the_probe_ends_and_reports_daemonised_grandchildren() {
+    watchdog(Duration::from_secs(120), || {
+        let path = pid_file("daemonize");
+        let output = Command::new(mcpipe_bin())
+            .args(["probe", "--json", "--only", "handshake,ping-burst,eof-exit"])
+            .args(["--", "python3"])
+            .arg(fixture_path("field_hazards.py"))
+            .arg("daemonize")
+            .arg(&path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        let word = path.to_str().unwrap();
+        let mut left = running_with(word);
+        for _ in 0..200 {
+            if left.is_empty() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+            left = running_with(word);
+        }
+        let started = pids(&path);
+        // Ends them before asserting, so a failure leaves nothing behind either.
+        for pid in &left {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+        }
+        let _ = std::fs::remove_file(&path);
+        let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        // One server (and daemon) per check.
+        assert_eq!(started.len(), 3, "{report:#}");
+        assert_eq!(left, Vec::<u32>::new(), "left behind: {report:#}");
+        for check in report["checks"].as_array().unwrap() {
+            assert_eq!(check["status"], "WARN", "{report:#}");
+            let detail = check["detail"].as_str().unwrap();
+            assert!(
+                detail.starts_with("1 process outlived the server"),
+                "{detail}"
+            );
+        }
+        assert_eq!(output.status.code(), Some(0), "{report:#}");
+    });
+}

@@ -658,3 +658,27 @@ fn a_server_that_closes_its_stdin_but_runs_on_is_ended_and_restarted() {
     let _w = watchdog("wrap_closes_stdin", Duration::from_secs(60));
     a_server_that_closes_a_pipe_is_ended_and_restarted("stdin");
 }
+
+/// Field test: a server's answer that is valid JSON serde_json cannot hold (`10**400` written
+/// out, 200 nested arrays) was taken for "not JSON-RPC" and dropped, so the request timed out.
+/// The relay judges it by the JSON grammar and forwards it as it came.
+#[test]
+fn an_answer_serde_json_cannot_hold_is_relayed_as_it_came() {
+    let _w = watchdog("wrap_grammar", Duration::from_secs(60));
+    for (mode, mark) in [("huge-number", "0".repeat(400)), ("deep", "[".repeat(200))] {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcpipe"));
+        cmd.args(["wrap", "--name", "grammar", "--", "python3"])
+            .arg(fixture("field_hazards.py"))
+            .arg(mode);
+        let mut p = Proc::spawn(cmd);
+        p.initialize();
+        p.call(2, "echo", json!({}));
+        let line = p
+            .next_line_within(Duration::from_secs(10))
+            .unwrap_or_else(|| panic!("{mode}: no answer; stderr: {}", p.stderr.lock().unwrap()));
+        assert!(
+            line.contains(r#""id":2"#) && line.contains(&mark),
+            "{mode}: {line}"
+        );
+    }
+}

@@ -420,6 +420,11 @@ impl Oracle {
                     self.ended(&id, "answered");
                     self.route_to_step(session, &id, result.map_err(Error::Rpc), now);
                 }
+                Event::Unreadable { id, reason, line } => {
+                    self.ended(&id, "answered unreadably");
+                    let error = super::wait::unreadable(reason, line);
+                    self.route_to_step(session, &id, Err(error), now);
+                }
                 Event::TimedOut {
                     id,
                     method,

@@ -40,6 +40,9 @@ pub struct ClientStats {
     pub late_progress: u64,
     /// Requests the server sent (each answered).
     pub server_requests: u64,
+    /// Of [`server_requests`](Self::server_requests), the `ping`s: a server may always ping,
+    /// whatever the client declared.
+    pub server_pings: u64,
     /// Notifications the server sent, progress included.
     pub notifications: u64,
     /// Notifications dropped because the queue was full.
@@ -103,7 +106,7 @@ struct Pending {
 }
 
 /// What the shell must act on. Every request the session started ends with exactly one
-/// `Answered` or `TimedOut`, unless the shell ended it itself ([`Session::cancel`],
+/// `Answered`, `Unreadable` or `TimedOut`, unless the shell ended it itself ([`Session::cancel`],
 /// [`Session::fail_all`]).
 #[derive(Debug)]
 pub(crate) enum Event {
@@ -111,6 +114,13 @@ pub(crate) enum Event {
     Answered {
         id: RequestId,
         result: Result<Value, ErrorObject>,
+    },
+    /// The server answered request `id` with a line serde_json cannot read (valid JSON past
+    /// its limits, or broken after the id): `reason` says why, `line` is an excerpt.
+    Unreadable {
+        id: RequestId,
+        reason: String,
+        line: String,
     },
     /// A progress notification for request `id` (its timeout was started over).
     Progress { id: RequestId, progress: Progress },
@@ -458,6 +468,7 @@ impl Session {
                     Ok(_) => String::from("not a valid message"),
                 };
                 self.bad_line(&why, &excerpt(line));
+                self.unreadable_answer(line, why);
             }
             Parsed::Batch(items) => {
                 for item in items {
@@ -476,6 +487,28 @@ impl Session {
             &format!("a line longer than the limit of {limit} bytes"),
             "",
         );
+    }
+
+    /// A line that is no message but whose top level, read by the JSON grammar alone, is an
+    /// answer (an `id`, no `method`) to a pending request: the request ends now with `why`,
+    /// instead of waiting for its deadline for an answer that already came.
+    fn unreadable_answer(&mut self, line: &[u8], why: String) {
+        let Some(members) = crate::json_read::top_level_spans(line) else {
+            return;
+        };
+        if members.get("method").is_some() {
+            return;
+        }
+        let Some(id) = members.get("id").and_then(crate::relayed::plain_id) else {
+            return;
+        };
+        if self.pending.remove(&id).is_some() {
+            self.events.push_back(Event::Unreadable {
+                id,
+                reason: why,
+                line: excerpt(line),
+            });
+        }
     }
 
     fn bad_line(&mut self, why: &str, excerpt: &str) {
@@ -532,6 +565,9 @@ impl Session {
     /// responses: such a request is counted, reported, and left unanswered.
     fn receive_request(&mut self, request: Request) {
         self.stats.server_requests += 1;
+        if request.method == "ping" {
+            self.stats.server_pings += 1;
+        }
         if self.era == Some(Era::Modern) {
             let method = request.method;
             self.events.push_back(Event::Report(format!(

@@ -98,6 +98,43 @@ fn an_answer_ends_its_request_once_and_a_second_is_a_stray() {
     assert_eq!(s.stats().unmatched_responses, 1);
 }
 
+/// Field test: an answer with `10**400` in it (valid JSON serde_json cannot read) was only a
+/// bad line, and its request waited for its deadline. It ends the request at once; a line
+/// without an id, or a request, still ends nothing.
+#[test]
+fn an_answer_that_cannot_be_read_ends_its_request_at_once() {
+    let t = Instant::now();
+    let mut s = legacy();
+    let id = s.start("tools/call", None, false, timing(t, 100, None));
+    let huge = "1".to_owned() + &"0".repeat(400);
+    line(
+        &mut s,
+        &format!(r#"{{"jsonrpc":"2.0","result":{huge}}}"#),
+        t,
+    );
+    let deep = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"x","params":[{huge}]}}"#);
+    line(&mut s, &deep, t);
+    assert!(events(&mut s).iter().all(|e| matches!(e, Event::Report(_))));
+    assert_eq!(s.pending(), 1);
+    let answer = format!(r#"{{"jsonrpc":"2.0","id":1,"result":{{"v":{huge}}}}}"#);
+    line(&mut s, &answer, t);
+    let ended: Vec<Event> = events(&mut s)
+        .into_iter()
+        .filter(|e| !matches!(e, Event::Report(_)))
+        .collect();
+    match ended.as_slice() {
+        [Event::Unreadable {
+            id: got, reason, ..
+        }] => {
+            assert_eq!(*got, id);
+            assert!(reason.contains("number out of range"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(s.pending(), 0);
+    assert_eq!(s.stats().bad_lines, 3);
+}
+
 #[test]
 fn error_answers_and_batches_are_routed_by_id() {
     let t = Instant::now();
@@ -255,6 +292,7 @@ fn server_requests_are_answered_or_handed_to_a_callback() {
     }
     assert_eq!(outbound(&mut s)[0]["id"], "d");
     assert_eq!(s.stats().server_requests, 4);
+    assert_eq!(s.stats().server_pings, 1);
 }
 
 #[test]

@@ -220,6 +220,9 @@ impl Client {
                     method,
                     elapsed,
                 } => self.ended(waiting, &id, Err(Error::Timeout { method, elapsed })),
+                Event::Unreadable { id, reason, line } => {
+                    self.ended(waiting, &id, Err(unreadable(reason, line)));
+                }
                 Event::Progress { id, progress } => match waiting.as_deref_mut() {
                     Some(w) if w.id == id => {
                         if let Some(callback) = w.progress.as_mut() {
@@ -457,5 +460,13 @@ impl Client {
         drop(process);
         self.last_shutdown = Some(shutdown);
         shutdown
+    }
+}
+
+/// The error of a request the server answered with a line that could not be read.
+pub(super) fn unreadable(reason: String, line: String) -> Error {
+    Error::Protocol {
+        reason: format!("the server's answer could not be read: {reason}"),
+        line,
     }
 }

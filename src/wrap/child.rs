@@ -395,24 +395,6 @@ fn forward_stderr(name: &str, stderr: &mut impl Read) {
     }
 }
 
-/// Ends every process still below this one (the wrapper is a subreaper on Linux, so orphans
-/// of the server's tree are its children now) and reaps them.
-pub(super) fn end_every_descendant() {
-    let mut mine = ProcessTree::new(std::process::id());
-    mine.scan();
-    mine.kill_all();
-    let until = Instant::now() + Duration::from_millis(500);
-    loop {
-        while sys::reap_any().is_some() {}
-        let mut again = ProcessTree::new(std::process::id());
-        again.scan();
-        if again.is_empty() || Instant::now() >= until {
-            return;
-        }
-        thread::sleep(STOPPING_TICK);
-    }
-}
-
 /// The error a request gets once the wrapper gave up on the server.
 pub(super) fn not_running(shared: &Shared) -> ErrorObject {
     ErrorObject::new(

@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use crate::error::{Error, Outcome};
 use crate::server::Server;
-use crate::sys;
+use crate::subreaper::{self, Subreaper};
 
 /// How many of the client's requests may wait for the server's answers at once. The server's
 /// pipes hold more small requests than the loop's default bound (256), and at that bound a
@@ -169,7 +169,7 @@ impl Wrapper {
     /// As [`Server::serve_stdio`].
     pub fn run(&self) -> Result<WrapOutcome, Error> {
         // Unsupported outside Linux: documented above.
-        let _ = sys::become_child_subreaper();
+        let _ = Subreaper::new();
         let shared = Arc::new(shared::Shared::new(self.clone()));
         let mut relay = relay::Relay::new(Arc::clone(&shared));
         let outcome = Server::new()
@@ -179,7 +179,9 @@ impl Wrapper {
             .shutdown_grace(self.request_timeout.unwrap_or(Duration::from_secs(10)))
             .serve_stdio(&mut relay)?;
         relay.finish(&outcome);
-        child::end_every_descendant();
+        // The wrapper is a subreaper on Linux, so orphans of the server's tree are its
+        // children now.
+        subreaper::end_descendants(Duration::ZERO);
         Ok(match outcome {
             Outcome::Signal(n) => WrapOutcome::Signal(n),
             _ if shared.gave_up() => WrapOutcome::GaveUp {

@@ -143,6 +143,11 @@ impl Proc {
         self.stdin = None;
     }
 
+    /// The next line as it came (not read as JSON), or `None` when `timeout` passes.
+    pub fn next_line_within(&mut self, timeout: Duration) -> Option<String> {
+        self.lines.recv_timeout(timeout).ok()
+    }
+
     /// The next message, or `None` when `timeout` passes (or the output ended).
     pub fn next_within(&mut self, timeout: Duration) -> Option<Value> {
         match self.lines.recv_timeout(timeout) {

@@ -19,7 +19,7 @@ mod wire;
 use std::ffi::OsString;
 use std::io::{self, IsTerminal, Write};
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -237,6 +237,9 @@ pub(crate) fn run(args: Vec<String>) -> ExitCode {
             && std::env::var_os("NO_COLOR").is_none(),
     };
     report::header(&mut out, &report, &target);
+    // Orphans of the servers' trees (a daemonised grandchild) become the probe's children, so
+    // each check ends and counts what its servers left behind. Linux only: docs/probe.md.
+    let reaper = mcpipe::Subreaper::new().ok();
     let started = Instant::now();
     let mut rows = Vec::new();
     let mut handshake_failed = false;
@@ -255,6 +258,16 @@ pub(crate) fn run(args: Vec<String>) -> ExitCode {
         if check.name == "handshake" && outcome.status == Status::Short {
             handshake_failed = true;
         }
+        // Every client of the check is closed: what still runs below the probe (given a moment
+        // to finish dying, if a client signalled it) outlived them.
+        let left = reaper.as_ref().map_or(0, |r| {
+            r.end_descendants(target.t(Duration::from_millis(200)))
+        });
+        let outcome = if left > 0 {
+            outcome.left_behind(left)
+        } else {
+            outcome
+        };
         let row = Row::new(check, outcome, t0.elapsed(), options.strict);
         report::row(&mut out, &report, &row);
         rows.push(row);

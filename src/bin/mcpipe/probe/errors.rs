@@ -191,7 +191,9 @@ pub(crate) fn capabilities(target: &Target) -> Outcome {
             found.push(v.clone());
         }
     }
-    let server_requests = client.stats().server_requests + survey.server_requests;
+    let stats = client.stats();
+    // A server may always ping: only its other requests need a declared capability.
+    let server_requests = stats.server_requests - stats.server_pings + survey.server_requests;
     if !found.is_empty() {
         return short(found.join("; "));
     }

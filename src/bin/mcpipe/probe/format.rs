@@ -59,7 +59,8 @@ pub(crate) fn shell_quote(command: &[OsString]) -> String {
         .join(" ")
 }
 
-/// A reason on one line, at most 200 characters.
+/// A reason on one line, at most 200 characters: its lines joined with ` | `, then made
+/// [`printable`] (a reason often quotes the server).
 pub(crate) fn one_line(text: &str) -> String {
     let joined: String = text
         .split('\n')
@@ -67,12 +68,38 @@ pub(crate) fn one_line(text: &str) -> String {
         .filter(|l| !l.is_empty())
         .collect::<Vec<_>>()
         .join(" | ");
+    let joined = printable(&joined);
     if joined.chars().count() <= 200 {
         return joined;
     }
     let mut cut: String = joined.chars().take(197).collect();
     cut.push_str("...");
     cut
+}
+
+/// Text from the server made safe to print: every control character (C0, DEL, C1) and the
+/// Unicode line and paragraph separators become visible escapes (`\n`, `\u{1b}`). A server's
+/// text can then neither move the terminal's cursor nor start a line of its own, which GitHub
+/// Actions would run as a workflow command if it began with `::`.
+pub(crate) fn printable(text: &str) -> String {
+    if !text.chars().any(needs_escape) {
+        return text.to_owned();
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if needs_escape(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn needs_escape(c: char) -> bool {
+    c.is_control() || c == '\u{2028}' || c == '\u{2029}'
 }
 
 /// Text made safe for an XML attribute or element.
@@ -132,6 +159,24 @@ mod tests {
             shell_quote(&command),
             "python3 'my server.py' '--name=a'\\''b' '' x/y.py"
         );
+    }
+
+    #[test]
+    fn control_characters_from_the_server_are_printed_as_escapes() {
+        assert_eq!(printable("plain name"), "plain name");
+        assert_eq!(
+            printable("x\n::error title=injected::y"),
+            "x\\n::error title=injected::y"
+        );
+        assert_eq!(
+            printable("a\u{1b}[2J\0b\rc\td"),
+            "a\\u{1b}[2J\\u{0}b\\rc\\td"
+        );
+        assert_eq!(
+            printable("\u{7f}\u{9b}\u{2028}é"),
+            "\\u{7f}\\u{9b}\\u{2028}é"
+        );
+        assert_eq!(one_line("one\n  two\u{1b}[31m\n"), "one | two\\u{1b}[31m");
     }
 
     #[test]

@@ -73,6 +73,21 @@ impl Outcome {
         self.rule = Some(rule);
         self
     }
+
+    /// Adds that `n` processes the check's servers started outlived them (the probe ended
+    /// them): a SHOULD shortfall, or a note on a shortfall the check found already.
+    pub(crate) fn left_behind(mut self, n: usize) -> Outcome {
+        let what = match n {
+            1 => String::from("1 process outlived the server (ended by the probe)"),
+            n => format!("{n} processes outlived the server (ended by the probe)"),
+        };
+        if self.status == Status::Short {
+            self.detail = format!("{}; {what}", self.detail);
+            return self;
+        }
+        Outcome::new(Status::Short, format!("{what}; {}", self.detail))
+            .by(Level::Should, rules::LEFT_BEHIND)
+    }
 }
 
 pub(crate) fn pass(detail: impl Into<String>) -> Outcome {
@@ -128,6 +143,8 @@ pub(crate) mod rules {
         "MCP basic/lifecycle (Operation): no request for a capability the client did not declare";
     pub(crate) const EOF: &str =
         "MCP basic/lifecycle (Shutdown, stdio): the server SHOULD exit when stdin closes";
+    pub(crate) const LEFT_BEHIND: &str =
+        "MCP basic/lifecycle (Shutdown, stdio): the session ends with the server process; nothing it started should outlive it";
     pub(crate) const SIGTERM: &str =
         "MCP basic/lifecycle (Shutdown, stdio): the client SHOULD send SIGTERM, then SIGKILL";
     pub(crate) const TASKS: &str =

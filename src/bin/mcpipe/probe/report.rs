@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::checks::Check;
-use super::format::{github, ms, one_line, xml};
+use super::format::{github, ms, one_line, printable, xml};
 use super::grading::{Item, Level, Outcome, Status};
 use super::target::Target;
 
@@ -126,7 +126,7 @@ pub(crate) fn row(out: &mut impl Write, options: &Options, row: &Row) {
             "{:<16}   {:<8} {}: {}",
             "",
             item.action,
-            item.name,
+            printable(&item.name),
             one_line(&item.detail)
         );
     }

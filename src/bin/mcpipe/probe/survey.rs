@@ -47,5 +47,6 @@ pub(crate) struct Survey {
     /// Notifications the server had no right to send during the calls.
     pub(crate) undeclared: Vec<String>,
     pub(crate) notifications: usize,
+    /// Requests the server sent other than `ping` (always allowed).
     pub(crate) server_requests: u64,
 }

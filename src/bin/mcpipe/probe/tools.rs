@@ -178,7 +178,8 @@ fn make_survey(target: &Target) -> Survey {
     let seen = client.take_notifications();
     survey.notifications = seen.len();
     survey.undeclared = undeclared(&declared, &seen);
-    survey.server_requests = client.stats().server_requests;
+    let stats = client.stats();
+    survey.server_requests = stats.server_requests - stats.server_pings;
     survey
 }
 

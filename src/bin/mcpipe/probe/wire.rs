@@ -70,11 +70,11 @@ pub(crate) fn stdout_clean(target: &Target) -> Outcome {
     };
     let mut exchanged = 2;
     if let Err(e) = client.ping() {
-        return broken(format!("ping failed: {e}"));
+        return failed("ping", &e);
     }
     match client.list_tools() {
         Ok(_) | Err(Error::Rpc(_)) => exchanged += 1,
-        Err(e) => return broken(format!("tools/list failed: {e}")),
+        Err(e) => return failed("tools/list", &e),
     }
     if let Err(e) = client.pump(target.t(Duration::from_millis(200))) {
         return broken(format!("the server failed: {e}"));
@@ -84,6 +84,19 @@ pub(crate) fn stdout_clean(target: &Target) -> Outcome {
             "{exchanged} exchanges, every stdout line a message"
         )),
         n => short(format!("{n} lines on stdout were not JSON-RPC messages")),
+    }
+}
+
+/// A request of the check failed: the server died or hung (a MUST of any check), or it
+/// answered with a line the client could not read, which is not every stdout line a message.
+fn failed(method: &str, e: &Error) -> Outcome {
+    const UNREADABLE: &str = "the server's answer could not be read: ";
+    match e {
+        Error::Protocol { reason, .. } if reason.starts_with(UNREADABLE) => short(format!(
+            "{method} answered, but the answer could not be read: {}",
+            &reason[UNREADABLE.len()..]
+        )),
+        e => broken(format!("{method} failed: {e}")),
     }
 }
 
