@@ -8,7 +8,7 @@ use super::{each_top_level_member, line_text, Reader};
 
 /// The top level of an object, its values checked but not built, for a relay that only
 /// routes what it forwards: each member's name and the text of its value. The values are
-/// judged by the JSON grammar alone, so this reads a superset of what [`top_level_members`]
+/// judged by the JSON grammar alone, so this reads a superset of what [`super::top_level_members`]
 /// reads: also numbers and nesting serde_json cannot hold. `None` where the text is not JSON,
 /// for a member name with escapes, a raw-value token and objects of more than [`MAX_MEMBERS`]
 /// members (serde_json then decides).
