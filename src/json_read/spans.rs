@@ -120,7 +120,7 @@ impl Reader<'_> {
 
     /// One value by the grammar alone, however deep: the ends of the open containers on a
     /// stack of their own. What [`Reader::skip_value`] declined ([`top_level_spans`] asks
-    /// again here: nesting past [`MAX_DEPTH`], a raw-value token); out of line and apart, so
+    /// again here: nesting past [`super::MAX_DEPTH`], a raw-value token); out of line and apart, so
     /// that [`Reader::skip_value`], the relay's every line, stays as lean as it was.
     #[cold]
     #[inline(never)]
