@@ -658,3 +658,97 @@ fn a_server_that_closes_its_stdin_but_runs_on_is_ended_and_restarted() {
     let _w = watchdog("wrap_closes_stdin", Duration::from_secs(60));
     a_server_that_closes_a_pipe_is_ended_and_restarted("stdin");
 }
+
+/// The responses to `ids`, in the order of the ids, whatever order they came in.
+fn responses(
+    p: &mut Proc,
+    ids: std::ops::RangeInclusive<i64>,
+    within: Duration,
+) -> Vec<(i64, serde_json::Value)> {
+    let until = Instant::now() + within;
+    let mut got = std::collections::BTreeMap::new();
+    while got.len() < ids.clone().count() {
+        let left = until.saturating_duration_since(Instant::now());
+        let Some(msg) = p.next_within(left) else {
+            panic!(
+                "answers {got:?} of {ids:?}; stderr: {}",
+                p.stderr.lock().unwrap()
+            );
+        };
+        if let Some(id) = msg["id"].as_i64().filter(|id| ids.contains(id)) {
+            got.insert(id, msg);
+        }
+    }
+    got.into_iter().collect()
+}
+
+#[test]
+fn a_request_not_yet_written_to_a_crashed_server_is_answered_by_the_next_one_only() {
+    // The server reads a byte at a time and crashes 300 ms into the call `crash`: the calls
+    // behind it wait in its pipe or in the wrapper. Each is answered once, and truly: an error
+    // only if no later server ran it, a result only from the server that ran it.
+    let _w = watchdog("wrap_crash_queued", Duration::from_secs(60));
+    let log = pid_file("crash-queued");
+    let mut p = wrapped(&[], "crash-queued", log.to_str());
+    burst(&mut p);
+    p.result(1);
+    let call = |id: i64, tool: &str| {
+        json!({"jsonrpc":"2.0","id":id,"method":"tools/call",
+            "params":{"name":tool,"arguments":{}}})
+        .to_string()
+            + "\n"
+    };
+    let mut bytes = call(2, "crash");
+    (3..=8).for_each(|id| bytes.push_str(&call(id, "echo")));
+    p.write_raw(bytes.as_bytes());
+    let answers = responses(&mut p, 2..=8, Duration::from_secs(20));
+    // Once the next server answered a later call, it has received all that came before.
+    p.call(9, "echo", json!({}));
+    p.result(9);
+    let received: Vec<serde_json::Value> = std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            serde_json::from_str(l)
+                .ok()
+                .filter(|v: &serde_json::Value| v.is_object())
+        })
+        .collect();
+    let runs = |id: i64, start: i64| {
+        received
+            .iter()
+            .filter(|r| r["id"] == id && r["start"] == start)
+            .count()
+    };
+    let mut kept = 0;
+    for (id, answer) in &answers {
+        if answer.get("error").is_some() {
+            assert_eq!(
+                runs(*id, 2),
+                0,
+                "{id} failed, then ran: {answer}; {received:?}"
+            );
+        } else {
+            assert_eq!(
+                runs(*id, 2),
+                1,
+                "{id} answered, not by the server that ran it"
+            );
+            kept += 1;
+        }
+    }
+    assert_eq!(
+        answers[0].1["error"]["data"]["exitCode"], 7,
+        "{:?}",
+        answers[0]
+    );
+    assert!(
+        kept >= 3,
+        "the calls that never reached the crashed server: {answers:?}"
+    );
+    let stderr = p.stderr.lock().unwrap().clone();
+    assert!(!stderr.contains("no request in flight"), "{stderr}");
+    p.close_stdin();
+    assert_eq!(p.wait_exit(), Some(0));
+    let _ = std::fs::remove_file(&log);
+}

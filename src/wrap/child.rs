@@ -75,7 +75,11 @@ pub(super) fn supervise(shared: Arc<Shared>, handle: LoopHandle) -> JoinHandle<(
                 }
                 return;
             }
-            let Life { status, retired } = match run_once(&shared, &handle) {
+            let Life {
+                status,
+                retired,
+                client_init_kept,
+            } = match run_once(&shared, &handle) {
                 Ok(life) => life,
                 Err(e) => {
                     give_up(&shared, &format!("it could not be started: {e}"));
@@ -84,24 +88,27 @@ pub(super) fn supervise(shared: Arc<Shared>, handle: LoopHandle) -> JoinHandle<(
             };
             *lock(&shared.last_exit) = Some(status);
             let name = &shared.config.name;
-            // A retired server's requests were answered when it was retired: those in flight
-            // now came later, wait in the queue, and go to the next server (if there is one).
-            if !retired || shared.stopping().is_some() {
-                let error = ErrorObject::internal(format!(
-                    "internal error: the wrapped server {name} exited ({status}) before answering"
-                ))
-                .with_data(json!({ "exitCode": status.code(), "signal": signal_of(status) }));
-                shared.fail_pending(&error);
-            }
+            let error = ErrorObject::internal(format!(
+                "internal error: the wrapped server {name} exited ({status}) before answering"
+            ))
+            .with_data(json!({ "exitCode": status.code(), "signal": signal_of(status) }));
             if shared.stopping().is_some() {
+                shared.fail_pending(&error); // no next server
                 return;
             }
+            // A retired server's requests were answered when it was retired: those in flight
+            // now came later, wait in the queue, and go to the next server.
+            let client_init_kept = if retired {
+                client_init_kept
+            } else {
+                shared.end_life(&error)
+            };
             diagnostics::line(&format!(
                 "mcpipe wrap: {name} exited ({status}); restarting"
             ));
             thread::sleep(backoff);
             backoff = (backoff * 2).min(MAX_BACKOFF);
-            queue_replay(&shared);
+            queue_replay(&shared, client_init_kept);
         }
     })
 }
@@ -112,7 +119,11 @@ fn signal_of(status: ExitStatus) -> Option<i32> {
 
 /// From now on every request is answered with an error (the relay checks `gave_up`).
 fn give_up(shared: &Shared, why: &str) {
+    // Under the queue's lock: a request is either filed before (and failed below) or answered
+    // by `send` itself.
+    let queue = lock(&shared.queue);
     shared.gave_up.store(true, Ordering::Release);
+    drop(queue);
     let name = &shared.config.name;
     diagnostics::line(&format!("mcpipe wrap: giving up on {name}: {why}"));
     let error = ErrorObject::internal(format!(
@@ -121,9 +132,12 @@ fn give_up(shared: &Shared, why: &str) {
     shared.fail_pending(&error);
 }
 
-/// Puts the client's handshake in front of whatever waits for a restarted server.
-fn queue_replay(shared: &Shared) {
-    let Some(params) = lock(&shared.init).clone() else {
+/// Puts the client's handshake in front of whatever waits for a restarted server (unless the
+/// client's own `initialize` waits there: it goes as it is).
+fn queue_replay(shared: &Shared, client_init_kept: bool) {
+    let params = lock(&shared.init).clone().filter(|_| !client_init_kept);
+    let Some(params) = params else {
+        shared.replay_answered(); // nothing to wait for
         return;
     };
     let id = RequestId::from(format!("{REPLAY_PREFIX}{}", shared.starts()));
@@ -133,7 +147,7 @@ fn queue_replay(shared: &Shared) {
             method: "notifications/initialized".to_owned(),
             params: None,
         });
-        queue.push_front(Outgoing::new(&line));
+        queue.push_front(Outgoing::own(&line));
     }
     let init = Message::Request(crate::message::Request {
         id: id.clone(),
@@ -153,9 +167,9 @@ fn queue_replay(shared: &Shared) {
             method,
             params: None,
         });
-        queue.insert(at, Outgoing::new(&relist));
+        queue.insert(at, Outgoing::own(&relist));
     }
-    queue.push_front(Outgoing::new(&init));
+    queue.push_front(Outgoing::own(&init));
     *lock(&shared.replay) = Some(id);
     shared.replaying.store(true, Ordering::Release);
 }
@@ -165,6 +179,8 @@ struct Life {
     status: ExitStatus,
     /// The wrapper ended it because it could answer nothing more ([`retire`]).
     retired: bool,
+    /// When retired: the client's own `initialize` waits for the next server.
+    client_init_kept: bool,
 }
 
 /// One life of the server: spawn it, serve its pipes, watch deadlines, the stop request and
@@ -193,6 +209,7 @@ fn run_once(shared: &Arc<Shared>, handle: &LoopHandle) -> std::io::Result<Life> 
     // When a lost pipe was first seen, and how the wrapper ends the server once it retired it.
     let mut lost: Option<Instant> = None;
     let mut retired: Option<Stop> = None;
+    let mut client_init_kept = false;
     let status = loop {
         if let Some(status) = child.try_wait()? {
             break status;
@@ -204,7 +221,9 @@ fn run_once(shared: &Arc<Shared>, handle: &LoopHandle) -> std::io::Result<Life> 
             if let Some(pipe) = lost_pipe(shared, life, &refused) {
                 let since = *lost.get_or_insert_with(Instant::now);
                 if since.elapsed() >= EXIT_WAIT {
-                    retired = Some(retire(shared, &alive, pipe));
+                    let (stop, kept) = retire(shared, &alive, pipe);
+                    retired = Some(stop);
+                    client_init_kept = kept;
                 }
             }
         }
@@ -241,6 +260,7 @@ fn run_once(shared: &Arc<Shared>, handle: &LoopHandle) -> std::io::Result<Life> 
     Ok(Life {
         status,
         retired: retired.is_some(),
+        client_init_kept,
     })
 }
 
@@ -261,8 +281,9 @@ fn lost_pipe(shared: &Shared, life: u32, refused: &AtomicBool) -> Option<&'stati
 /// as the client stays. Nothing more is written to it (what waits goes to the next server),
 /// its requests in flight are answered with an error now, and it is ended as a stubborn
 /// server is at the end (stdin closed and SIGTERM now, SIGKILL [`KILL_AFTER_TERM`] later);
-/// its exit is then a crash's (a restart, within the same budget).
-fn retire(shared: &Shared, alive: &AtomicBool, pipe: &str) -> Stop {
+/// its exit is then a crash's (a restart, within the same budget). Returns how it ends, and
+/// whether the client's own `initialize` waits for the next server.
+fn retire(shared: &Shared, alive: &AtomicBool, pipe: &str) -> (Stop, bool) {
     let name = &shared.config.name;
     diagnostics::line(&format!(
         "mcpipe wrap: {name} closed its {pipe} but still runs: it can answer nothing more; \
@@ -279,12 +300,13 @@ fn retire(shared: &Shared, alive: &AtomicBool, pipe: &str) -> Stop {
         "internal error: the wrapped server {name} closed its {pipe} before answering"
     ))
     .with_data(json!({ "exitCode": null, "signal": null, "closed": pipe }));
-    shared.fail_pending(&error);
-    Stop {
+    let client_init_kept = shared.end_life(&error);
+    let stop = Stop {
         asked: Instant::now(),
         term_after: Duration::ZERO,
         kill_after: KILL_AFTER_TERM,
-    }
+    };
+    (stop, client_init_kept)
 }
 
 fn start_pipes(

@@ -76,6 +76,8 @@ pub(super) struct Stop {
 #[derive(Debug)]
 pub(super) struct Shared {
     pub(super) config: Wrapper,
+    /// The client's requests in flight. A request is filed under the queue's lock, with its
+    /// line: a server's end ([`Shared::end_life`]) finds each one's line where it is.
     pub(super) pending: Mutex<IdMap<Pending>>,
     pub(super) queue: Mutex<Queue>,
     pub(super) queue_changed: Condvar,
@@ -267,8 +269,15 @@ impl Shared {
 #[derive(Debug)]
 pub(super) struct Outgoing {
     pub(super) bytes: Vec<u8>,
-    /// The rest of a line written in part (goes next, whatever the pacing).
+    /// Goes next, whatever the pacing: the rest of a line written in part, or lines gathered
+    /// for a server that takes batches.
     pub(super) continues: bool,
+    /// Begins with the rest of a line written in part to the running server: never for
+    /// another one (see [`super::restart`]).
+    pub(super) begun: bool,
+    /// One of the wrapper's own lines for the running server (the replayed handshake, lists
+    /// fetched again, a ping): meaningless to the next one.
+    pub(super) own: bool,
     /// The id, when the line is a request of the client's (a probe is made of two).
     pub(super) request: Option<RequestId>,
 }
@@ -282,7 +291,29 @@ impl Outgoing {
         Outgoing {
             bytes: message.to_line(),
             continues: false,
+            begun: false,
+            own: false,
             request,
+        }
+    }
+
+    /// One of the wrapper's own lines for the running server.
+    pub(super) fn own(message: &Message) -> Outgoing {
+        Outgoing {
+            own: true,
+            ..Outgoing::new(message)
+        }
+    }
+
+    /// Lines that go next, whatever the pacing; `begun` when they start with the rest of a
+    /// line written in part.
+    pub(super) fn chunk(bytes: Vec<u8>, begun: bool) -> Outgoing {
+        Outgoing {
+            bytes,
+            continues: true,
+            begun,
+            own: false,
+            request: None,
         }
     }
 
@@ -292,6 +323,8 @@ impl Outgoing {
         Outgoing {
             bytes: line,
             continues: false,
+            begun: false,
+            own: false,
             request,
         }
     }
@@ -361,11 +394,7 @@ impl Queue {
         self.direct = None;
         if !self.gathered.is_empty() {
             let bytes = std::mem::take(&mut self.gathered);
-            self.push_front(Outgoing {
-                bytes,
-                continues: true,
-                request: None,
-            });
+            self.push_front(Outgoing::chunk(bytes, false));
         }
     }
 }
