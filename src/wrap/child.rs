@@ -23,7 +23,8 @@ use serde_json::json;
 use super::from_server::ServerOutput;
 use super::ids::{self, RELIST_PREFIX, REPLAY_PREFIX};
 use super::shared::{
-    lock, Outgoing, Pending, Shared, Stop, KILL_AFTER_TERM, LISTS, STOPPING_TICK, TICK,
+    lock, Outgoing, Pending, Replay, Shared, Stop, KILL_AFTER_TERM, LISTS, REPLAY_WAIT,
+    STOPPING_TICK, TICK,
 };
 use super::to_server;
 use crate::diagnostics;
@@ -170,7 +171,7 @@ fn queue_replay(shared: &Shared, client_init_kept: bool) {
         queue.insert(at, Outgoing::own(&relist));
     }
     queue.push_front(Outgoing::own(&init));
-    *lock(&shared.replay) = Some(id);
+    *lock(&shared.replay) = Some(Replay { id, written: None });
     shared.replaying.store(true, Ordering::Release);
 }
 
@@ -218,13 +219,16 @@ fn run_once(shared: &Arc<Shared>, handle: &LoopHandle) -> std::io::Result<Life> 
         expire_deadlines(shared);
         shared.settle_probe();
         if retired.is_none() && shared.stopping().is_none() {
-            if let Some(pipe) = lost_pipe(shared, life, &refused) {
+            let why = if let Some(pipe) = lost_pipe(shared, life, &refused) {
                 let since = *lost.get_or_insert_with(Instant::now);
-                if since.elapsed() >= EXIT_WAIT {
-                    let (stop, kept) = retire(shared, &alive, pipe);
-                    retired = Some(stop);
-                    client_init_kept = kept;
-                }
+                (since.elapsed() >= EXIT_WAIT).then_some(Retirement::Lost(pipe))
+            } else {
+                replay_overdue(shared).then_some(Retirement::SilentReplay)
+            };
+            if let Some(why) = why {
+                let (stop, kept) = retire(shared, &alive, why);
+                retired = Some(stop);
+                client_init_kept = kept;
             }
         }
         for stop in [shared.stopping(), retired].into_iter().flatten() {
@@ -277,18 +281,54 @@ fn lost_pipe(shared: &Shared, life: u32, refused: &AtomicBool) -> Option<&'stati
     }
 }
 
-/// Gives up on a server that lost `pipe` but runs on: it could hold its requests for as long
-/// as the client stays. Nothing more is written to it (what waits goes to the next server),
-/// its requests in flight are answered with an error now, and it is ended as a stubborn
-/// server is at the end (stdin closed and SIGTERM now, SIGKILL [`KILL_AFTER_TERM`] later);
-/// its exit is then a crash's (a restart, within the same budget). Returns how it ends, and
-/// whether the client's own `initialize` waits for the next server.
-fn retire(shared: &Shared, alive: &AtomicBool, pipe: &str) -> (Stop, bool) {
+/// Whether the running server has had the replayed `initialize` for [`REPLAY_WAIT`] without
+/// answering it (nothing else is written to it meanwhile: without an end, every later line
+/// would wait).
+fn replay_overdue(shared: &Shared) -> bool {
+    lock(&shared.replay)
+        .as_ref()
+        .and_then(|r| r.written)
+        .is_some_and(|t| t.elapsed() >= REPLAY_WAIT)
+}
+
+/// Why the wrapper gives up on a server that still runs.
+#[derive(Debug, Clone, Copy)]
+enum Retirement {
+    /// It closed this pipe: it can answer nothing more.
+    Lost(&'static str),
+    /// It never answered the replayed `initialize`.
+    SilentReplay,
+}
+
+/// Gives up on a server that still runs but can answer nothing more (`why`): it could hold
+/// its requests for as long as the client stays. Nothing more is written to it (what waits
+/// goes to the next server), its requests in flight are answered with an error now, and it is
+/// ended as a stubborn server is at the end (stdin closed and SIGTERM now, SIGKILL
+/// [`KILL_AFTER_TERM`] later); its exit is then a crash's (a restart, within the same budget).
+/// Returns how it ends, and whether the client's own `initialize` waits for the next server.
+fn retire(shared: &Shared, alive: &AtomicBool, why: Retirement) -> (Stop, bool) {
     let name = &shared.config.name;
-    diagnostics::line(&format!(
-        "mcpipe wrap: {name} closed its {pipe} but still runs: it can answer nothing more; \
-         ending it"
-    ));
+    let (said, error) = match why {
+        Retirement::Lost(pipe) => (
+            format!("closed its {pipe} but still runs: it can answer nothing more"),
+            ErrorObject::internal(format!(
+                "internal error: the wrapped server {name} closed its {pipe} before answering"
+            ))
+            .with_data(json!({ "exitCode": null, "signal": null, "closed": pipe })),
+        ),
+        Retirement::SilentReplay => (
+            format!(
+                "did not answer the replayed initialize within {} s",
+                REPLAY_WAIT.as_secs()
+            ),
+            ErrorObject::internal(format!(
+                "internal error: the wrapped server {name} did not answer the replayed \
+                 initialize"
+            ))
+            .with_data(json!({ "exitCode": null, "signal": null })),
+        ),
+    };
+    diagnostics::line(&format!("mcpipe wrap: {name} {said}; ending it"));
     let mut queue = lock(&shared.queue);
     // Under the queue's lock: from here the writer takes no line for this server (it checks
     // `alive` under the lock), and the loop's thread writes none (no `direct`).
@@ -296,10 +336,6 @@ fn retire(shared: &Shared, alive: &AtomicBool, pipe: &str) -> (Stop, bool) {
     queue.lose_direct();
     drop(queue);
     shared.queue_changed.notify_all();
-    let error = ErrorObject::internal(format!(
-        "internal error: the wrapped server {name} closed its {pipe} before answering"
-    ))
-    .with_data(json!({ "exitCode": null, "signal": null, "closed": pipe }));
     let client_init_kept = shared.end_life(&error);
     let stop = Stop {
         asked: Instant::now(),

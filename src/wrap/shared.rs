@@ -25,7 +25,8 @@ pub(super) const LISTS: [(&str, &str); 3] = [
     ("resources/list", "notifications/resources/list_changed"),
 ];
 
-/// How long a replayed `initialize` may take before the queued messages go anyway.
+/// How long a restarted server may take to answer the replayed `initialize` (nothing else is
+/// written to it meanwhile): past that it counts as failed, and is ended and restarted.
 pub(super) const REPLAY_WAIT: Duration = Duration::from_secs(10);
 
 /// While more than this many bytes of lines wait for the server's stdin (a server that reads
@@ -62,6 +63,14 @@ pub(super) struct Pending {
     pub(super) first_page: bool,
 }
 
+/// A replayed `initialize` waiting for its answer.
+#[derive(Debug)]
+pub(super) struct Replay {
+    pub(super) id: RequestId,
+    /// When the writer wrote it: the server has [`REPLAY_WAIT`] from then.
+    pub(super) written: Option<Instant>,
+}
+
 /// How the end goes, once asked for.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Stop {
@@ -95,8 +104,8 @@ pub(super) struct Shared {
     /// The capabilities the server declared to the client (its `initialize` answer): a list
     /// change is announced only where it declared `listChanged`.
     pub(super) capabilities: Mutex<Value>,
-    /// The id of a replayed `initialize` whose answer the writer waits for.
-    pub(super) replay: Mutex<Option<RequestId>>,
+    /// The replayed `initialize` whose answer the writer waits for.
+    pub(super) replay: Mutex<Option<Replay>>,
     pub(super) replay_done: Condvar,
     pub(super) stop: Mutex<Option<Stop>>,
     /// Told when the end is asked for (the supervisor waits on it between its looks).

@@ -9,9 +9,9 @@ use std::sync::MutexGuard;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::ids::NUDGE_PREFIX;
+use super::ids::{NUDGE_PREFIX, REPLAY_PREFIX};
 use super::pacing::{Mode, MAX_BATCH_BYTES};
-use super::shared::{lock, Outgoing, Queue, Shared, GATHER_BYTES, HOLD_BYTES, REPLAY_WAIT, TICK};
+use super::shared::{lock, Outgoing, Queue, Shared, GATHER_BYTES, HOLD_BYTES, TICK};
 use crate::diagnostics;
 use crate::message::{Message, RequestId};
 use crate::responder::LoopHandle;
@@ -273,10 +273,13 @@ pub(super) fn write_lines(
             refused.store(true, Ordering::Release);
             return;
         }
-        // After a replayed `initialize`, nothing else until the server answered it.
+        // After a replayed `initialize`, nothing else until the server answered it (the
+        // supervisor ends a server that takes longer than `REPLAY_WAIT` from now).
         let mut replay = lock(&shared.replay);
-        let until = Instant::now() + REPLAY_WAIT;
-        while replay.is_some() && alive.load(Ordering::Acquire) && Instant::now() < until {
+        if let Some(replay) = replay.as_mut() {
+            replay.written.get_or_insert_with(Instant::now);
+        }
+        while replay.is_some() && alive.load(Ordering::Acquire) {
             replay = match shared.replay_done.wait_timeout(replay, TICK * 10) {
                 Ok((r, _)) => r,
                 Err(p) => p.into_inner().0,
@@ -337,7 +340,16 @@ fn take_lines(
                 if !batch.is_empty() && batch.len() + line.bytes.len() > MAX_BATCH_BYTES {
                     break;
                 }
+                let replay = line.own
+                    && line
+                        .request
+                        .as_ref()
+                        .and_then(RequestId::as_str)
+                        .is_some_and(|id| id.starts_with(REPLAY_PREFIX));
                 batch.extend_from_slice(&queue.pop_front()?.bytes);
+                if replay {
+                    break; // nothing else until the server answered it
+                }
             }
             Some((false, None))
         }
