@@ -625,11 +625,9 @@ fn a_server_that_closes_a_pipe_is_ended_and_restarted(pipe: &str) {
     assert!(message.contains(&format!("closed its {pipe}")), "{answer}");
     let took = started.elapsed();
     assert!(took < Duration::from_secs(5), "{took:?}");
-    let stderr = p.stderr.lock().unwrap().clone();
-    assert!(
-        stderr.contains(&format!("hazard closed its {pipe} but still runs")),
-        "{stderr}"
-    );
+    let said = format!("hazard closed its {pipe} but still runs");
+    let stderr = p.stderr_with(&said);
+    assert!(stderr.contains(&said), "{stderr}");
     p.call(4, "echo", json!({}));
     assert_eq!(p.result(4)["content"][0]["text"], "ok");
     let started = pids_in(&pids);
@@ -752,11 +750,9 @@ fn a_silent_replay_ends_the_server_once(flags: &[&str], test: &str) {
     p.call(3, "echo", json!({}));
     let answer = &responses(&mut p, 3..=3, Duration::from_secs(30))[0].1;
     assert_eq!(answer["result"]["content"][0]["text"], "ok", "{answer}");
-    let stderr = p.stderr.lock().unwrap().clone();
-    assert!(
-        stderr.contains("hazard did not answer the replayed initialize within 10 s"),
-        "{stderr}"
-    );
+    let said = "hazard did not answer the replayed initialize within 10 s";
+    let stderr = p.stderr_with(said);
+    assert!(stderr.contains(said), "{stderr}");
     assert_eq!(pids_in(&pids).len(), 3, "{stderr}");
     let started = Instant::now();
     for id in 4..9 {
