@@ -5,7 +5,6 @@ mod util;
 
 use std::collections::HashSet;
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -14,63 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use util::mcp::Proc;
 use util::watchdog;
-
-fn fixture(name: &str) -> String {
-    format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
-}
-
-/// `mcpipe wrap [flags] -- python3 wrap_hazards.py MODE [ARG]`.
-fn wrapped(flags: &[&str], mode: &str, arg: Option<&str>) -> Proc {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcpipe"));
-    cmd.arg("wrap").args(flags).args(["--name", "hazard", "--"]);
-    cmd.arg("python3").arg(fixture("wrap_hazards.py")).arg(mode);
-    cmd.args(arg);
-    Proc::spawn(cmd)
-}
-
-/// A scratch file for a fixture's pids.
-fn pid_file(test: &str) -> PathBuf {
-    let path = std::env::temp_dir().join(format!("mcpipe-wrap-{test}-{}", std::process::id()));
-    let _ = std::fs::remove_file(&path);
-    path
-}
-
-fn pids_in(path: &PathBuf) -> Vec<u32> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect()
-}
-
-/// Whether `pid` is a live process (not a zombie).
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        stat.rsplit_once(')')
-            .is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X']))
-    })
-}
-
-/// Waits up to `limit` for `pid` to be gone.
-fn gone_within(pid: u32, limit: Duration) -> bool {
-    let until = Instant::now() + limit;
-    while alive(pid) {
-        if Instant::now() >= until {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    true
-}
-
-/// The handshake and `tools/list` in one write (the burst real clients send).
-fn burst(p: &mut Proc) {
-    let init = json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
-        "protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}});
-    let initialized = json!({"jsonrpc":"2.0","method":"notifications/initialized"});
-    let list = json!({"jsonrpc":"2.0","id":1,"method":"tools/list"});
-    p.write_raw(format!("{init}\n{initialized}\n{list}\n").as_bytes());
-}
+use util::wrap::{alive, burst, fixture, gone_within, pid_file, pids_in, wrapped};
 
 #[test]
 fn a_banner_on_stdout_goes_to_stderr_and_only_json_rpc_reaches_the_client() {
@@ -625,11 +568,9 @@ fn a_server_that_closes_a_pipe_is_ended_and_restarted(pipe: &str) {
     assert!(message.contains(&format!("closed its {pipe}")), "{answer}");
     let took = started.elapsed();
     assert!(took < Duration::from_secs(5), "{took:?}");
-    let stderr = p.stderr.lock().unwrap().clone();
-    assert!(
-        stderr.contains(&format!("hazard closed its {pipe} but still runs")),
-        "{stderr}"
-    );
+    let said = format!("hazard closed its {pipe} but still runs");
+    let stderr = p.stderr_with(&said);
+    assert!(stderr.contains(&said), "{stderr}");
     p.call(4, "echo", json!({}));
     assert_eq!(p.result(4)["content"][0]["text"], "ok");
     let started = pids_in(&pids);

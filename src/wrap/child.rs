@@ -23,7 +23,8 @@ use serde_json::json;
 use super::from_server::ServerOutput;
 use super::ids::{self, RELIST_PREFIX, REPLAY_PREFIX};
 use super::shared::{
-    lock, Outgoing, Pending, Shared, Stop, KILL_AFTER_TERM, LISTS, STOPPING_TICK, TICK,
+    lock, Outgoing, Pending, Replay, Shared, Stop, KILL_AFTER_TERM, LISTS, REPLAY_WAIT,
+    STOPPING_TICK, TICK,
 };
 use super::to_server;
 use crate::diagnostics;
@@ -75,7 +76,11 @@ pub(super) fn supervise(shared: Arc<Shared>, handle: LoopHandle) -> JoinHandle<(
                 }
                 return;
             }
-            let Life { status, retired } = match run_once(&shared, &handle) {
+            let Life {
+                status,
+                retired,
+                client_init_kept,
+            } = match run_once(&shared, &handle) {
                 Ok(life) => life,
                 Err(e) => {
                     give_up(&shared, &format!("it could not be started: {e}"));
@@ -84,24 +89,27 @@ pub(super) fn supervise(shared: Arc<Shared>, handle: LoopHandle) -> JoinHandle<(
             };
             *lock(&shared.last_exit) = Some(status);
             let name = &shared.config.name;
-            // A retired server's requests were answered when it was retired: those in flight
-            // now came later, wait in the queue, and go to the next server (if there is one).
-            if !retired || shared.stopping().is_some() {
-                let error = ErrorObject::internal(format!(
-                    "internal error: the wrapped server {name} exited ({status}) before answering"
-                ))
-                .with_data(json!({ "exitCode": status.code(), "signal": signal_of(status) }));
-                shared.fail_pending(&error);
-            }
+            let error = ErrorObject::internal(format!(
+                "internal error: the wrapped server {name} exited ({status}) before answering"
+            ))
+            .with_data(json!({ "exitCode": status.code(), "signal": signal_of(status) }));
             if shared.stopping().is_some() {
+                shared.fail_pending(&error); // no next server
                 return;
             }
+            // A retired server's requests were answered when it was retired: those in flight
+            // now came later, wait in the queue, and go to the next server.
+            let client_init_kept = if retired {
+                client_init_kept
+            } else {
+                shared.end_life(&error)
+            };
             diagnostics::line(&format!(
                 "mcpipe wrap: {name} exited ({status}); restarting"
             ));
             thread::sleep(backoff);
             backoff = (backoff * 2).min(MAX_BACKOFF);
-            queue_replay(&shared);
+            queue_replay(&shared, client_init_kept);
         }
     })
 }
@@ -112,7 +120,11 @@ fn signal_of(status: ExitStatus) -> Option<i32> {
 
 /// From now on every request is answered with an error (the relay checks `gave_up`).
 fn give_up(shared: &Shared, why: &str) {
+    // Under the queue's lock: a request is either filed before (and failed below) or answered
+    // by `send` itself.
+    let queue = lock(&shared.queue);
     shared.gave_up.store(true, Ordering::Release);
+    drop(queue);
     let name = &shared.config.name;
     diagnostics::line(&format!("mcpipe wrap: giving up on {name}: {why}"));
     let error = ErrorObject::internal(format!(
@@ -121,9 +133,12 @@ fn give_up(shared: &Shared, why: &str) {
     shared.fail_pending(&error);
 }
 
-/// Puts the client's handshake in front of whatever waits for a restarted server.
-fn queue_replay(shared: &Shared) {
-    let Some(params) = lock(&shared.init).clone() else {
+/// Puts the client's handshake in front of whatever waits for a restarted server (unless the
+/// client's own `initialize` waits there: it goes as it is).
+fn queue_replay(shared: &Shared, client_init_kept: bool) {
+    let params = lock(&shared.init).clone().filter(|_| !client_init_kept);
+    let Some(params) = params else {
+        shared.replay_answered(); // nothing to wait for
         return;
     };
     let id = RequestId::from(format!("{REPLAY_PREFIX}{}", shared.starts()));
@@ -133,7 +148,7 @@ fn queue_replay(shared: &Shared) {
             method: "notifications/initialized".to_owned(),
             params: None,
         });
-        queue.push_front(Outgoing::new(&line));
+        queue.push_front(Outgoing::own(&line));
     }
     let init = Message::Request(crate::message::Request {
         id: id.clone(),
@@ -153,10 +168,10 @@ fn queue_replay(shared: &Shared) {
             method,
             params: None,
         });
-        queue.insert(at, Outgoing::new(&relist));
+        queue.insert(at, Outgoing::own(&relist));
     }
-    queue.push_front(Outgoing::new(&init));
-    *lock(&shared.replay) = Some(id);
+    queue.push_front(Outgoing::own(&init));
+    *lock(&shared.replay) = Some(Replay { id, written: None });
     shared.replaying.store(true, Ordering::Release);
 }
 
@@ -165,6 +180,8 @@ struct Life {
     status: ExitStatus,
     /// The wrapper ended it because it could answer nothing more ([`retire`]).
     retired: bool,
+    /// When retired: the client's own `initialize` waits for the next server.
+    client_init_kept: bool,
 }
 
 /// One life of the server: spawn it, serve its pipes, watch deadlines, the stop request and
@@ -193,6 +210,7 @@ fn run_once(shared: &Arc<Shared>, handle: &LoopHandle) -> std::io::Result<Life> 
     // When a lost pipe was first seen, and how the wrapper ends the server once it retired it.
     let mut lost: Option<Instant> = None;
     let mut retired: Option<Stop> = None;
+    let mut client_init_kept = false;
     let status = loop {
         if let Some(status) = child.try_wait()? {
             break status;
@@ -201,11 +219,16 @@ fn run_once(shared: &Arc<Shared>, handle: &LoopHandle) -> std::io::Result<Life> 
         expire_deadlines(shared);
         shared.settle_probe();
         if retired.is_none() && shared.stopping().is_none() {
-            if let Some(pipe) = lost_pipe(shared, life, &refused) {
+            let why = if let Some(pipe) = lost_pipe(shared, life, &refused) {
                 let since = *lost.get_or_insert_with(Instant::now);
-                if since.elapsed() >= EXIT_WAIT {
-                    retired = Some(retire(shared, &alive, pipe));
-                }
+                (since.elapsed() >= EXIT_WAIT).then_some(Retirement::Lost(pipe))
+            } else {
+                replay_overdue(shared).then_some(Retirement::SilentReplay)
+            };
+            if let Some(why) = why {
+                let (stop, kept) = retire(shared, &alive, why);
+                retired = Some(stop);
+                client_init_kept = kept;
             }
         }
         for stop in [shared.stopping(), retired].into_iter().flatten() {
@@ -241,6 +264,7 @@ fn run_once(shared: &Arc<Shared>, handle: &LoopHandle) -> std::io::Result<Life> 
     Ok(Life {
         status,
         retired: retired.is_some(),
+        client_init_kept,
     })
 }
 
@@ -257,17 +281,54 @@ fn lost_pipe(shared: &Shared, life: u32, refused: &AtomicBool) -> Option<&'stati
     }
 }
 
-/// Gives up on a server that lost `pipe` but runs on: it could hold its requests for as long
-/// as the client stays. Nothing more is written to it (what waits goes to the next server),
-/// its requests in flight are answered with an error now, and it is ended as a stubborn
-/// server is at the end (stdin closed and SIGTERM now, SIGKILL [`KILL_AFTER_TERM`] later);
-/// its exit is then a crash's (a restart, within the same budget).
-fn retire(shared: &Shared, alive: &AtomicBool, pipe: &str) -> Stop {
+/// Whether the running server has had the replayed `initialize` for [`REPLAY_WAIT`] without
+/// answering it (nothing else is written to it meanwhile: without an end, every later line
+/// would wait).
+fn replay_overdue(shared: &Shared) -> bool {
+    lock(&shared.replay)
+        .as_ref()
+        .and_then(|r| r.written)
+        .is_some_and(|t| t.elapsed() >= REPLAY_WAIT)
+}
+
+/// Why the wrapper gives up on a server that still runs.
+#[derive(Debug, Clone, Copy)]
+enum Retirement {
+    /// It closed this pipe: it can answer nothing more.
+    Lost(&'static str),
+    /// It never answered the replayed `initialize`.
+    SilentReplay,
+}
+
+/// Gives up on a server that still runs but can answer nothing more (`why`): it could hold
+/// its requests for as long as the client stays. Nothing more is written to it (what waits
+/// goes to the next server), its requests in flight are answered with an error now, and it is
+/// ended as a stubborn server is at the end (stdin closed and SIGTERM now, SIGKILL
+/// [`KILL_AFTER_TERM`] later); its exit is then a crash's (a restart, within the same budget).
+/// Returns how it ends, and whether the client's own `initialize` waits for the next server.
+fn retire(shared: &Shared, alive: &AtomicBool, why: Retirement) -> (Stop, bool) {
     let name = &shared.config.name;
-    diagnostics::line(&format!(
-        "mcpipe wrap: {name} closed its {pipe} but still runs: it can answer nothing more; \
-         ending it"
-    ));
+    let (said, error) = match why {
+        Retirement::Lost(pipe) => (
+            format!("closed its {pipe} but still runs: it can answer nothing more"),
+            ErrorObject::internal(format!(
+                "internal error: the wrapped server {name} closed its {pipe} before answering"
+            ))
+            .with_data(json!({ "exitCode": null, "signal": null, "closed": pipe })),
+        ),
+        Retirement::SilentReplay => (
+            format!(
+                "did not answer the replayed initialize within {} s",
+                REPLAY_WAIT.as_secs()
+            ),
+            ErrorObject::internal(format!(
+                "internal error: the wrapped server {name} did not answer the replayed \
+                 initialize"
+            ))
+            .with_data(json!({ "exitCode": null, "signal": null })),
+        ),
+    };
+    diagnostics::line(&format!("mcpipe wrap: {name} {said}; ending it"));
     let mut queue = lock(&shared.queue);
     // Under the queue's lock: from here the writer takes no line for this server (it checks
     // `alive` under the lock), and the loop's thread writes none (no `direct`).
@@ -275,16 +336,13 @@ fn retire(shared: &Shared, alive: &AtomicBool, pipe: &str) -> Stop {
     queue.lose_direct();
     drop(queue);
     shared.queue_changed.notify_all();
-    let error = ErrorObject::internal(format!(
-        "internal error: the wrapped server {name} closed its {pipe} before answering"
-    ))
-    .with_data(json!({ "exitCode": null, "signal": null, "closed": pipe }));
-    shared.fail_pending(&error);
-    Stop {
+    let client_init_kept = shared.end_life(&error);
+    let stop = Stop {
         asked: Instant::now(),
         term_after: Duration::ZERO,
         kill_after: KILL_AFTER_TERM,
-    }
+    };
+    (stop, client_init_kept)
 }
 
 fn start_pipes(

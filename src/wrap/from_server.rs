@@ -227,7 +227,7 @@ fn own_answer(
     result: Result<Value, ErrorObject>,
 ) {
     let name = &shared.config.name;
-    let replay = lock(&shared.replay).as_ref().and_then(RequestId::as_str) == Some(tag);
+    let replay = lock(&shared.replay).as_ref().and_then(|r| r.id.as_str()) == Some(tag);
     if replay {
         shared.replay_answered();
         if let Err(e) = result {

@@ -8,14 +8,16 @@
 //! (only JSON-RPC messages reach the client, anything else goes to stderr under the server's
 //! name), its stderr is forwarded without ever blocking it, lines reach its stdin one at a time
 //! (paced: the next only once it took the last out of the pipe), a crash answers every request
-//! in flight with an error and restarts it with the client's own handshake, and the end leaves
-//! no process of its tree behind.
+//! it was sent with an error and restarts it with the client's own handshake (the requests not
+//! yet sent go to the restarted server: [`restart`]), and the end leaves no process of its tree
+//! behind.
 
 mod child;
 mod from_server;
 mod ids;
 mod pacing;
 mod relay;
+mod restart;
 mod shared;
 mod to_server;
 

@@ -87,6 +87,10 @@ impl Handler for Relay {
         if request.method == "initialize" {
             *self.shared_init() = request.params.clone();
         }
+        // Filed as in flight with its line, under the queue's lock (see `Shared::pending`).
+        let Some(queue) = self.shared.queue_for_request() else {
+            return Err(child::not_running(&self.shared));
+        };
         let Some(responder) = cx.responder() else {
             return Err(ErrorObject::internal(
                 "internal error: no responder for a request",
@@ -128,7 +132,8 @@ impl Handler for Relay {
             request.id = ids::renamed(&request.id);
             line = line.and_then(|line| ids::with_id(&line, &request.id));
         }
-        self.shared.forward(&Message::Request(request), line);
+        self.shared
+            .forward(Some(queue), &Message::Request(request), line);
         Ok(Value::Null) // ignored: the responder answers
     }
 
@@ -137,15 +142,18 @@ impl Handler for Relay {
         if notification.method == "notifications/initialized" {
             self.shared.initialized.store(true, Ordering::Release);
         }
-        self.shared
-            .forward(&Message::Notification(notification), cx.take_raw_line());
+        self.shared.forward(
+            None,
+            &Message::Notification(notification),
+            cx.take_raw_line(),
+        );
     }
 
     fn handle_response(&mut self, response: Response, cx: &mut Context<'_>) {
         // The client's answer to a request the server sent it: back to the server, unchanged.
         self.start(cx);
         self.shared
-            .forward(&Message::Response(response), cx.take_raw_line());
+            .forward(None, &Message::Response(response), cx.take_raw_line());
     }
 
     fn handle_cancelled(&mut self, request: RequestId, _cx: &mut Context<'_>) {

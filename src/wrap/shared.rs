@@ -25,7 +25,8 @@ pub(super) const LISTS: [(&str, &str); 3] = [
     ("resources/list", "notifications/resources/list_changed"),
 ];
 
-/// How long a replayed `initialize` may take before the queued messages go anyway.
+/// How long a restarted server may take to answer the replayed `initialize` (nothing else is
+/// written to it meanwhile): past that it counts as failed, and is ended and restarted.
 pub(super) const REPLAY_WAIT: Duration = Duration::from_secs(10);
 
 /// While more than this many bytes of lines wait for the server's stdin (a server that reads
@@ -62,6 +63,14 @@ pub(super) struct Pending {
     pub(super) first_page: bool,
 }
 
+/// A replayed `initialize` waiting for its answer.
+#[derive(Debug)]
+pub(super) struct Replay {
+    pub(super) id: RequestId,
+    /// When the writer wrote it: the server has [`REPLAY_WAIT`] from then.
+    pub(super) written: Option<Instant>,
+}
+
 /// How the end goes, once asked for.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Stop {
@@ -76,6 +85,8 @@ pub(super) struct Stop {
 #[derive(Debug)]
 pub(super) struct Shared {
     pub(super) config: Wrapper,
+    /// The client's requests in flight. A request is filed under the queue's lock, with its
+    /// line: a server's end ([`Shared::end_life`]) finds each one's line where it is.
     pub(super) pending: Mutex<IdMap<Pending>>,
     pub(super) queue: Mutex<Queue>,
     pub(super) queue_changed: Condvar,
@@ -93,8 +104,8 @@ pub(super) struct Shared {
     /// The capabilities the server declared to the client (its `initialize` answer): a list
     /// change is announced only where it declared `listChanged`.
     pub(super) capabilities: Mutex<Value>,
-    /// The id of a replayed `initialize` whose answer the writer waits for.
-    pub(super) replay: Mutex<Option<RequestId>>,
+    /// The replayed `initialize` whose answer the writer waits for.
+    pub(super) replay: Mutex<Option<Replay>>,
     pub(super) replay_done: Condvar,
     pub(super) stop: Mutex<Option<Stop>>,
     /// Told when the end is asked for (the supervisor waits on it between its looks).
@@ -267,8 +278,15 @@ impl Shared {
 #[derive(Debug)]
 pub(super) struct Outgoing {
     pub(super) bytes: Vec<u8>,
-    /// The rest of a line written in part (goes next, whatever the pacing).
+    /// Goes next, whatever the pacing: the rest of a line written in part, or lines gathered
+    /// for a server that takes batches.
     pub(super) continues: bool,
+    /// Begins with the rest of a line written in part to the running server: never for
+    /// another one (see [`super::restart`]).
+    pub(super) begun: bool,
+    /// One of the wrapper's own lines for the running server (the replayed handshake, lists
+    /// fetched again, a ping): meaningless to the next one.
+    pub(super) own: bool,
     /// The id, when the line is a request of the client's (a probe is made of two).
     pub(super) request: Option<RequestId>,
 }
@@ -282,7 +300,29 @@ impl Outgoing {
         Outgoing {
             bytes: message.to_line(),
             continues: false,
+            begun: false,
+            own: false,
             request,
+        }
+    }
+
+    /// One of the wrapper's own lines for the running server.
+    pub(super) fn own(message: &Message) -> Outgoing {
+        Outgoing {
+            own: true,
+            ..Outgoing::new(message)
+        }
+    }
+
+    /// Lines that go next, whatever the pacing; `begun` when they start with the rest of a
+    /// line written in part.
+    pub(super) fn chunk(bytes: Vec<u8>, begun: bool) -> Outgoing {
+        Outgoing {
+            bytes,
+            continues: true,
+            begun,
+            own: false,
+            request: None,
         }
     }
 
@@ -292,6 +332,8 @@ impl Outgoing {
         Outgoing {
             bytes: line,
             continues: false,
+            begun: false,
+            own: false,
             request,
         }
     }
@@ -361,11 +403,7 @@ impl Queue {
         self.direct = None;
         if !self.gathered.is_empty() {
             let bytes = std::mem::take(&mut self.gathered);
-            self.push_front(Outgoing {
-                bytes,
-                continues: true,
-                request: None,
-            });
+            self.push_front(Outgoing::chunk(bytes, false));
         }
     }
 }

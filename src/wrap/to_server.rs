@@ -9,9 +9,9 @@ use std::sync::MutexGuard;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::ids::NUDGE_PREFIX;
+use super::ids::{NUDGE_PREFIX, REPLAY_PREFIX};
 use super::pacing::{Mode, MAX_BATCH_BYTES};
-use super::shared::{lock, Outgoing, Queue, Shared, GATHER_BYTES, HOLD_BYTES, REPLAY_WAIT, TICK};
+use super::shared::{lock, Outgoing, Queue, Shared, GATHER_BYTES, HOLD_BYTES, TICK};
 use crate::diagnostics;
 use crate::message::{Message, RequestId};
 use crate::responder::LoopHandle;
@@ -29,21 +29,36 @@ impl Shared {
     /// it and the pipe is empty (with pacing), without blocking; queued for the writer
     /// thread otherwise.
     pub(super) fn to_server(&self, message: &Message) {
-        self.send(Outgoing::new(message), false);
+        self.send(lock(&self.queue), Outgoing::new(message), false);
+    }
+
+    /// The queue's lock for forwarding a request, `None` once the wrapper gave up (checked
+    /// under it: no request slips past the errors `give_up` sends). The caller files the
+    /// request as in flight while it holds it (see [`Shared::pending`]).
+    pub(super) fn queue_for_request(&self) -> Option<MutexGuard<'_, Queue>> {
+        let queue = lock(&self.queue);
+        (!self.gave_up()).then_some(queue)
     }
 
     /// Sends the client's message to the server: its own line when the loop kept it (the
     /// bytes it sent, not written again), else the message written as a line. Only from the
     /// loop's thread: to a server that takes batches, the line is gathered with the others
-    /// of the loop's pass ([`Shared::write_gathered`]).
-    pub(super) fn forward(&self, message: &Message, line: Option<Vec<u8>>) {
+    /// of the loop's pass ([`Shared::write_gathered`]). A request comes with the `queue`'s
+    /// lock it was filed under ([`Shared::queue_for_request`]).
+    pub(super) fn forward(
+        &self,
+        queue: Option<MutexGuard<'_, Queue>>,
+        message: &Message,
+        line: Option<Vec<u8>>,
+    ) {
         let request = match message {
             Message::Request(r) => Some(r.id.clone()),
             _ => None,
         };
+        let queue = queue.unwrap_or_else(|| lock(&self.queue));
         match line {
-            Some(line) => self.send(Outgoing::forwarded(line, request), true),
-            None => self.send(Outgoing::new(message), true),
+            Some(line) => self.send(queue, Outgoing::forwarded(line, request), true),
+            None => self.send(queue, Outgoing::new(message), true),
         }
     }
 
@@ -60,11 +75,10 @@ impl Shared {
         }
     }
 
-    fn send(&self, mut line: Outgoing, may_gather: bool) {
+    fn send(&self, mut queue: MutexGuard<'_, Queue>, mut line: Outgoing, may_gather: bool) {
         if self.gave_up() {
             return; // No server will take it (its requests are answered with errors).
         }
-        let mut queue = lock(&self.queue);
         let free =
             queue.lines().is_empty() && !queue.busy && !self.replaying.load(Ordering::Acquire);
         let (batches, probing) =
@@ -106,6 +120,7 @@ impl Shared {
                     Ok(n) => {
                         line.bytes.drain(..n);
                         line.continues = true;
+                        line.begun = n > 0;
                         queue.push_back(line);
                     }
                     // Full pipe (or a dying server): the writer thread takes it from here.
@@ -164,7 +179,7 @@ impl Shared {
         let mut queue = lock(&self.queue);
         if queue.lines().is_empty() {
             let id = RequestId::from(format!("{NUDGE_PREFIX}{}", self.starts()));
-            queue.push_back(Outgoing::new(&Message::Request(crate::message::Request {
+            queue.push_back(Outgoing::own(&Message::Request(crate::message::Request {
                 id,
                 method: "ping".to_owned(),
                 params: None,
@@ -186,13 +201,11 @@ fn flush_gathered(queue: &mut Queue) {
         queue.gathered.clear();
         return;
     }
+    // Gathered lines are whole: the rest begins mid-line unless the write ended one.
+    let begun = written > 0 && queue.gathered[written - 1] != b'\n';
     let rest = queue.gathered.split_off(written);
     queue.gathered.clear();
-    queue.push_front(Outgoing {
-        bytes: rest,
-        continues: true,
-        request: None,
-    });
+    queue.push_front(Outgoing::chunk(rest, begun));
 }
 
 /// The server's stdin. With pacing, one line at a time (written once the server took the
@@ -242,6 +255,12 @@ pub(super) fn write_lines(
         }
         if wait_first {
             wait_until_taken(&stdin, alive);
+            if !alive.load(Ordering::Acquire) {
+                // Never written: the server died or was retired meanwhile (its requests were
+                // begun for it, so they are answered with its error).
+                lock(&shared.queue).busy = false;
+                return;
+            }
         }
         if let Some(ids) = probe {
             lock(&shared.pacing).probe_written(ids, Instant::now());
@@ -254,10 +273,13 @@ pub(super) fn write_lines(
             refused.store(true, Ordering::Release);
             return;
         }
-        // After a replayed `initialize`, nothing else until the server answered it.
+        // After a replayed `initialize`, nothing else until the server answered it (the
+        // supervisor ends a server that takes longer than `REPLAY_WAIT` from now).
         let mut replay = lock(&shared.replay);
-        let until = Instant::now() + REPLAY_WAIT;
-        while replay.is_some() && alive.load(Ordering::Acquire) && Instant::now() < until {
+        if let Some(replay) = replay.as_mut() {
+            replay.written.get_or_insert_with(Instant::now);
+        }
+        while replay.is_some() && alive.load(Ordering::Acquire) {
             replay = match shared.replay_done.wait_timeout(replay, TICK * 10) {
                 Ok((r, _)) => r,
                 Err(p) => p.into_inner().0,
@@ -318,7 +340,16 @@ fn take_lines(
                 if !batch.is_empty() && batch.len() + line.bytes.len() > MAX_BATCH_BYTES {
                     break;
                 }
+                let replay = line.own
+                    && line
+                        .request
+                        .as_ref()
+                        .and_then(RequestId::as_str)
+                        .is_some_and(|id| id.starts_with(REPLAY_PREFIX));
                 batch.extend_from_slice(&queue.pop_front()?.bytes);
+                if replay {
+                    break; // nothing else until the server answered it
+                }
             }
             Some((false, None))
         }
@@ -370,12 +401,12 @@ mod tests {
         let (mut reader, writer) = std::io::pipe().unwrap();
         lock(&shared.queue).direct = Some(OwnedFd::from(writer));
         let unread = |r: &std::io::PipeReader| sys::pipe_unread(r.as_fd()).unwrap();
-        shared.forward(&request(1), Some(b"{\"one\":1}".to_vec()));
-        shared.forward(&request(2), None);
+        shared.forward(None, &request(1), Some(b"{\"one\":1}".to_vec()));
+        shared.forward(None, &request(2), None);
         assert_eq!(unread(&reader), 0, "gathered, not written yet");
         shared.write_gathered();
         // A message from another thread goes after what was gathered, and at once.
-        shared.forward(&request(3), None);
+        shared.forward(None, &request(3), None);
         shared.to_server(&Message::Notification(Notification {
             method: "n".to_owned(),
             params: None,
@@ -396,7 +427,7 @@ mod tests {
         );
         // Enough of them are written without waiting for the end of the pass.
         let big = vec![b' '; GATHER_BYTES];
-        shared.forward(&request(4), Some(big));
+        shared.forward(None, &request(4), Some(big));
         assert_eq!(unread(&reader), GATHER_BYTES + 1);
         assert!(lock(&shared.queue).lines().is_empty());
     }

@@ -87,6 +87,19 @@ impl Proc {
         }
     }
 
+    /// Its stderr once it contains `text` (or after [`BOUND`]): a reader thread collects it,
+    /// so a line written before an answer may be collected after the answer was read.
+    pub fn stderr_with(&self, text: &str) -> String {
+        let until = Instant::now() + BOUND;
+        loop {
+            let stderr = self.stderr.lock().unwrap().clone();
+            if stderr.contains(text) || Instant::now() >= until {
+                return stderr;
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// The server's pid.
     pub fn pid(&self) -> u32 {
         self.child.id()

@@ -16,6 +16,7 @@ use mcpipe::{Context, Error, ErrorCode, ErrorObject, Handler, Outcome, Request, 
 
 pub mod client;
 pub mod mcp;
+pub mod wrap;
 use serde_json::{json, Value};
 
 /// How long any single expected event may take before the test fails. Generous: it only

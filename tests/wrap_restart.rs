@@ -1,0 +1,136 @@
+//! `mcpipe wrap` restarting a server: requests not yet written to a crashed server go to the
+//! next one only, and a restarted server that never answers the replayed `initialize` is
+//! ended once. Over pipes, each test under a watchdog.
+
+mod util;
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use util::mcp::Proc;
+use util::watchdog;
+use util::wrap::{burst, pid_file, pids_in, wrapped};
+
+/// The responses to `ids`, in the order of the ids, whatever order they came in.
+fn responses(
+    p: &mut Proc,
+    ids: std::ops::RangeInclusive<i64>,
+    within: Duration,
+) -> Vec<(i64, serde_json::Value)> {
+    let until = Instant::now() + within;
+    let mut got = std::collections::BTreeMap::new();
+    while got.len() < ids.clone().count() {
+        let left = until.saturating_duration_since(Instant::now());
+        let Some(msg) = p.next_within(left) else {
+            panic!(
+                "answers {got:?} of {ids:?}; stderr: {}",
+                p.stderr.lock().unwrap()
+            );
+        };
+        if let Some(id) = msg["id"].as_i64().filter(|id| ids.contains(id)) {
+            got.insert(id, msg);
+        }
+    }
+    got.into_iter().collect()
+}
+
+#[test]
+fn a_request_not_yet_written_to_a_crashed_server_is_answered_by_the_next_one_only() {
+    // The server reads a byte at a time and crashes 300 ms into the call `crash`: the calls
+    // behind it wait in its pipe or in the wrapper. Each is answered once, and truly: an error
+    // only if no later server ran it, a result only from the server that ran it.
+    let _w = watchdog("wrap_crash_queued", Duration::from_secs(60));
+    let log = pid_file("crash-queued");
+    let mut p = wrapped(&[], "crash-queued", log.to_str());
+    burst(&mut p);
+    p.result(1);
+    let call = |id: i64, tool: &str| {
+        json!({"jsonrpc":"2.0","id":id,"method":"tools/call",
+            "params":{"name":tool,"arguments":{}}})
+        .to_string()
+            + "\n"
+    };
+    let mut bytes = call(2, "crash");
+    (3..=8).for_each(|id| bytes.push_str(&call(id, "echo")));
+    p.write_raw(bytes.as_bytes());
+    let answers = responses(&mut p, 2..=8, Duration::from_secs(20));
+    // Once the next server answered a later call, it has received all that came before.
+    p.call(9, "echo", json!({}));
+    p.result(9);
+    let received: Vec<serde_json::Value> = std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            serde_json::from_str(l)
+                .ok()
+                .filter(|v: &serde_json::Value| v.is_object())
+        })
+        .collect();
+    let runs = |id: i64, start: i64| {
+        received
+            .iter()
+            .filter(|r| r["id"] == id && r["start"] == start)
+            .count()
+    };
+    for (id, answer) in &answers {
+        // Ran on the next server exactly when it was answered with a result.
+        let failed = answer.get("error").is_some();
+        let ran = runs(*id, 2);
+        assert_eq!(ran, usize::from(!failed), "{id}: {answer}; {received:?}");
+    }
+    assert_eq!(answers[0].1["error"]["data"]["exitCode"], 7, "{answers:?}");
+    let kept = answers.iter().filter(|(_, a)| a.get("result").is_some());
+    assert!(
+        kept.count() >= 3,
+        "never reached the crashed server: {answers:?}"
+    );
+    let stderr = p.stderr.lock().unwrap().clone();
+    assert!(!stderr.contains("no request in flight"), "{stderr}");
+    p.close_stdin();
+    assert_eq!(p.wait_exit(), Some(0));
+    let _ = std::fs::remove_file(&log);
+}
+
+/// A restarted server (its second start) reads on but never answers `initialize`: the wrapper
+/// waits 10 s for it once, sending it nothing else, says so, ends it and starts a third, which
+/// serves the waiting call; no write after that waits for anything.
+fn a_silent_replay_ends_the_server_once(flags: &[&str], test: &str) {
+    let pids = pid_file(test);
+    let mut p = wrapped(flags, "silent-replay", pids.to_str());
+    burst(&mut p);
+    p.result(1);
+    p.call(2, "crash", json!({}));
+    assert_eq!(p.error_code(2), -32603);
+    p.call(3, "echo", json!({}));
+    let answer = &responses(&mut p, 3..=3, Duration::from_secs(30))[0].1;
+    assert_eq!(answer["result"]["content"][0]["text"], "ok", "{answer}");
+    let said = "hazard did not answer the replayed initialize within 10 s";
+    let stderr = p.stderr_with(said);
+    assert!(stderr.contains(said), "{stderr}");
+    assert_eq!(pids_in(&pids).len(), 3, "{stderr}");
+    let started = Instant::now();
+    for id in 4..9 {
+        p.call(id, "echo", json!({}));
+        p.result(id);
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    p.close_stdin();
+    assert_eq!(p.wait_exit(), Some(0));
+    let _ = std::fs::remove_file(&pids);
+}
+
+#[test]
+fn a_restarted_server_that_never_answers_the_replayed_initialize_is_ended_once() {
+    let _w = watchdog("wrap_silent_replay", Duration::from_secs(60));
+    a_silent_replay_ends_the_server_once(&[], "silent-replay");
+}
+
+#[test]
+fn without_pacing_too_nothing_follows_a_replayed_initialize_until_it_is_answered() {
+    let _w = watchdog("wrap_silent_replay_unpaced", Duration::from_secs(60));
+    a_silent_replay_ends_the_server_once(&["--no-pacing"], "silent-replay-unpaced");
+}
