@@ -23,8 +23,8 @@ use serde_json::json;
 use super::from_server::ServerOutput;
 use super::ids::{self, RELIST_PREFIX, REPLAY_PREFIX};
 use super::shared::{
-    lock, Outgoing, Pending, Replay, Shared, Stop, KILL_AFTER_TERM, LISTS, REPLAY_WAIT,
-    STOPPING_TICK, TICK,
+    lock, Outgoing, Pending, Replay, Shared, Stop, KILL_AFTER_TERM, REPLAY_WAIT, STOPPING_TICK,
+    TICK,
 };
 use super::to_server;
 use crate::diagnostics;
@@ -415,11 +415,6 @@ fn expire_deadlines(shared: &Shared) {
             params: Some(json!({ "requestId": ids::sent(&id).to_value(), "reason": "timeout" })),
         }));
     }
-}
-
-/// Whether `method` is a list whose first page the wrapper remembers.
-pub(super) fn is_remembered_list(method: &str) -> bool {
-    LISTS.iter().any(|(m, _)| *m == method)
 }
 
 /// The server's stderr, line by line, to ours under its name: read as fast as it comes, so the

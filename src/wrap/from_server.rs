@@ -9,9 +9,8 @@ use std::sync::atomic::Ordering;
 
 use serde_json::Value;
 
-use super::child;
 use super::ids::{self, NUDGE_PREFIX, RELIST_PREFIX};
-use super::shared::{lock, Shared, LISTS};
+use super::shared::{is_remembered_list, lock, Shared, LISTS};
 use crate::diagnostics;
 use crate::handler::Context;
 use crate::json_read;
@@ -235,7 +234,7 @@ fn own_answer(
         }
     } else if let Some(method) = tag
         .strip_prefix(RELIST_PREFIX)
-        .filter(|m| child::is_remembered_list(m))
+        .filter(|m| is_remembered_list(m))
     {
         relisted(shared, cx, method, result.ok());
     } else if !tag.starts_with(NUDGE_PREFIX) {

@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use super::child;
 use super::from_server::{self, ServerOutput};
 use super::ids;
-use super::shared::{Pending, Shared, HOLD_BYTES};
+use super::shared::{is_remembered_list, Pending, Shared, HOLD_BYTES};
 use crate::diagnostics;
 use crate::error::Outcome;
 use crate::handler::{Context, Handler};
@@ -101,7 +101,7 @@ impl Handler for Relay {
             .config
             .request_timeout
             .map(|t| Instant::now() + t);
-        let first_page = child::is_remembered_list(&request.method)
+        let first_page = is_remembered_list(&request.method)
             && request
                 .params
                 .as_ref()
@@ -228,7 +228,7 @@ impl Handler for Relay {
 /// The methods whose params the relay reads: `initialize`'s are replayed to a restarted
 /// server, and a list's cursor tells whether its answer is the first page.
 pub(super) fn needs_params(method: &str) -> bool {
-    method == "initialize" || child::is_remembered_list(method)
+    method == "initialize" || is_remembered_list(method)
 }
 
 impl Relay {

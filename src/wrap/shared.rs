@@ -25,6 +25,11 @@ pub(super) const LISTS: [(&str, &str); 3] = [
     ("resources/list", "notifications/resources/list_changed"),
 ];
 
+/// Whether `method` is a list whose first page the wrapper remembers.
+pub(super) fn is_remembered_list(method: &str) -> bool {
+    LISTS.iter().any(|(m, _)| *m == method)
+}
+
 /// How long a restarted server may take to answer the replayed `initialize` (nothing else is
 /// written to it meanwhile): past that it counts as failed, and is ended and restarted.
 pub(super) const REPLAY_WAIT: Duration = Duration::from_secs(10);
