@@ -163,6 +163,18 @@ pub(crate) fn reopen_nonblocking(fd: BorrowedFd<'_>, for_write: bool) -> io::Res
 /// Whether a write to `fd` would not block now (`poll(2)` for `POLLOUT` with a zero timeout).
 /// An fd in error or hung up counts as writable: the write then reports what is wrong.
 pub(crate) fn writable_now(fd: BorrowedFd<'_>) -> io::Result<bool> {
+    Ok(poll_out_now(fd)?.is_some())
+}
+
+/// Whether the pipe whose write end is `fd` has no reader left: `poll(2)` reports `POLLERR`
+/// on the write end then (Linux), before any write fails. An error of `poll` counts as not.
+pub(crate) fn pipe_reader_gone(fd: BorrowedFd<'_>) -> bool {
+    poll_out_now(fd).is_ok_and(|revents| revents.is_some_and(|r| r & libc::POLLERR != 0))
+}
+
+/// `poll(2)` of `fd` for `POLLOUT` with a zero timeout: the events it reports, `None` when
+/// none.
+fn poll_out_now(fd: BorrowedFd<'_>) -> io::Result<Option<libc::c_short>> {
     let mut pfd = libc::pollfd {
         fd: fd.as_raw_fd(),
         events: libc::POLLOUT,
@@ -172,22 +184,7 @@ pub(crate) fn writable_now(fd: BorrowedFd<'_>) -> io::Result<bool> {
         // SAFETY: `pfd` is one valid, writable `pollfd` for the call; the count passed is 1.
         cvt(unsafe { libc::poll(&mut pfd, 1, 0) })
     })?;
-    Ok(ready > 0)
-}
-
-/// Whether the pipe whose write end is `fd` has no reader left: `poll(2)` reports `POLLERR`
-/// on the write end then (Linux), before any write fails. An error of `poll` counts as not.
-pub(crate) fn pipe_reader_gone(fd: BorrowedFd<'_>) -> bool {
-    let mut pfd = libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events: libc::POLLOUT,
-        revents: 0,
-    };
-    let ready = retry(|| {
-        // SAFETY: `pfd` is one valid, writable `pollfd` for the call; the count passed is 1.
-        cvt(unsafe { libc::poll(&mut pfd, 1, 0) })
-    });
-    ready.is_ok_and(|n| n > 0) && pfd.revents & libc::POLLERR != 0
+    Ok((ready > 0).then_some(pfd.revents))
 }
 
 /// How many bytes wait unread in the pipe behind `fd` (`FIONREAD`; Linux answers it on either
