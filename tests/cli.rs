@@ -124,3 +124,26 @@ fn usage_errors_go_to_stderr_with_the_usage_and_exit_two() {
         assert!(run.stderr.contains("usage: mcpipe"), "{args:?}: {run:?}");
     }
 }
+
+#[test]
+fn options_that_cannot_work_are_usage_errors_before_anything_runs() {
+    for (args, why) in [
+        (
+            &["wrap", "--timeout-ms", "0", "--", "true"][..],
+            "--timeout-ms must be at least 1",
+        ),
+        (
+            &[
+                "probe",
+                "--junit",
+                "/nonexistent/mcpipe-cli-test/report.xml",
+            ],
+            "cannot write /nonexistent/mcpipe-cli-test/report.xml",
+        ),
+    ] {
+        let run = mcpipe(args);
+        assert_eq!(run.code, Some(2), "{args:?}: {run:?}");
+        assert!(run.stdout.is_empty(), "{args:?}: {run:?}");
+        assert!(run.stderr.contains(why), "{args:?}: {run:?}");
+    }
+}

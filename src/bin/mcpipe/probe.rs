@@ -198,6 +198,13 @@ pub(crate) fn run(args: Vec<String>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(path) = &options.junit {
+        // Found out now, not after the whole run: the report is written there at the end.
+        if let Err(e) = std::fs::File::create(path) {
+            eprintln!("mcpipe probe: cannot write {path}: {e}\n\n{HELP}");
+            return ExitCode::from(2);
+        }
+    }
     if options.list {
         for check in CHECKS {
             let _ = writeln!(

@@ -52,7 +52,11 @@ fn parse(args: Vec<String>) -> Result<Option<Wrapper>, String> {
             "-h" | "--help" => return Ok(None),
             "--name" => name = Some(args.next().ok_or("--name needs a name")?),
             "--no-pacing" => pacing = false,
-            "--timeout-ms" => timeout = Some(number(&mut args, "--timeout-ms")?),
+            "--timeout-ms" => match number(&mut args, "--timeout-ms")? {
+                // Every request would be failed before the server could answer it.
+                0 => return Err("--timeout-ms must be at least 1".to_owned()),
+                ms => timeout = Some(ms),
+            },
             "--max-restarts" => {
                 max_restarts = u32::try_from(number(&mut args, "--max-restarts")?)
                     .map_err(|_| "--max-restarts is too large")?;
