@@ -132,7 +132,19 @@ pub enum Error {
     },
 }
 
+/// How [`Error::Protocol`]'s reason opens for an answer the client could not read.
+pub(crate) const UNREADABLE_ANSWER: &str = "the server's answer could not be read: ";
+
 impl Error {
+    /// Why the server's answer to a request could not be read (valid JSON past serde_json's
+    /// limits, or broken after its id), when that is what this error says.
+    pub fn unreadable_answer(&self) -> Option<&str> {
+        match self {
+            Error::Protocol { reason, .. } => reason.strip_prefix(UNREADABLE_ANSWER),
+            _ => None,
+        }
+    }
+
     pub(crate) fn io(doing: &'static str, source: io::Error) -> Error {
         Error::Io { doing, source }
     }

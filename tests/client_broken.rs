@@ -252,6 +252,8 @@ fn an_answer_that_cannot_be_read_fails_its_call_at_once() {
                 let text = e.to_string();
                 assert!(text.contains("answer could not be read"), "{text}");
                 assert!(text.contains("number out of range"), "{text}");
+                let why = e.unreadable_answer().unwrap_or_default();
+                assert!(why.starts_with("parse error: number out of range"), "{e:?}");
             }
             other => panic!("{other:?}"),
         }

@@ -12,7 +12,7 @@ use super::options::{Progress, RequestOptions};
 use super::process::{Shutdown, ShutdownStage};
 use super::session::{Event, Pulse, Timing};
 use super::{dead_error, server_has_exited, Client, Dead};
-use crate::error::Error;
+use crate::error::{Error, UNREADABLE_ANSWER};
 use crate::line_buffer::Line;
 use crate::message::{ErrorObject, Request, RequestId};
 
@@ -466,7 +466,7 @@ impl Client {
 /// The error of a request the server answered with a line that could not be read.
 pub(super) fn unreadable(reason: String, line: String) -> Error {
     Error::Protocol {
-        reason: format!("the server's answer could not be read: {reason}"),
+        reason: format!("{UNREADABLE_ANSWER}{reason}"),
         line,
     }
 }

@@ -90,13 +90,11 @@ pub(crate) fn stdout_clean(target: &Target) -> Outcome {
 /// A request of the check failed: the server died or hung (a MUST of any check), or it
 /// answered with a line the client could not read, which is not every stdout line a message.
 fn failed(method: &str, e: &Error) -> Outcome {
-    const UNREADABLE: &str = "the server's answer could not be read: ";
-    match e {
-        Error::Protocol { reason, .. } if reason.starts_with(UNREADABLE) => short(format!(
-            "{method} answered, but the answer could not be read: {}",
-            &reason[UNREADABLE.len()..]
+    match e.unreadable_answer() {
+        Some(why) => short(format!(
+            "{method} answered, but the answer could not be read: {why}"
         )),
-        e => broken(format!("{method} failed: {e}")),
+        None => broken(format!("{method} failed: {e}")),
     }
 }
 
