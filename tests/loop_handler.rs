@@ -94,6 +94,10 @@ impl Running {
     fn send(&mut self, bytes: &[u8]) {
         self.input.as_mut().unwrap().write_all(bytes).unwrap();
     }
+    /// Sends one JSON value (a batch) as a line.
+    fn send_json(&mut self, value: &Value) {
+        self.send(format!("{value}\n").as_bytes());
+    }
     /// Starts reading the output, line by line.
     fn lines(&mut self) -> Receiver<Vec<u8>> {
         line_channel(self.output.take().unwrap())
@@ -267,28 +271,16 @@ fn a_cancellation_inside_a_batch_reaches_work_on_a_thread_and_on_the_loop() {
     let cancel = |id: i64| json!({"jsonrpc":"2.0","method":"cancel","params":{"requestId":id}});
     // Work on a thread, cancelled by a later batch: its answer is never sent.
     s.send(&request(1, "later", json!({ "ms": 60_000 })));
-    s.send(
-        format!(
-            "{}\n",
-            json!([cancel(1), {"jsonrpc":"2.0","id":2,"method":"ping"}])
-        )
-        .as_bytes(),
-    );
+    s.send_json(&json!([cancel(1), {"jsonrpc":"2.0","id":2,"method":"ping"}]));
     let batch = recv_json(&out);
     assert_eq!(batch[0]["id"], 2, "{batch}");
     // The same batch as the call: the call starts, the cancellation after it ends it.
     let call = json!({"jsonrpc":"2.0","id":3,"method":"later","params":{"ms":60_000}});
-    s.send(format!("{}\n", json!([call, cancel(3)])).as_bytes());
+    s.send_json(&json!([call, cancel(3)]));
     // A sleep on the loop, cancelled by a batch read while it sleeps.
     let started = Instant::now();
     s.send(&request(4, "block", json!({ "ms": 20_000 })));
-    s.send(
-        format!(
-            "{}\n",
-            json!([cancel(4), {"jsonrpc":"2.0","id":5,"method":"ping"}])
-        )
-        .as_bytes(),
-    );
+    s.send_json(&json!([cancel(4), {"jsonrpc":"2.0","id":5,"method":"ping"}]));
     // No answer for 1, 3 or 4; the ping's batch comes once the loop is free.
     let next = recv_json(&out);
     assert_eq!(next[0]["id"], 5, "{next}");
@@ -314,7 +306,7 @@ fn a_batch_with_requests_answered_later_is_answered_in_one_array() {
         call(2, "quick", 0),
         call(3, "later", 100)
     ]);
-    s.send(format!("{batch}\n").as_bytes());
+    s.send_json(&batch);
     let answers = recv_json(&out);
     let ids: Vec<i64> = answers
         .as_array()
@@ -325,7 +317,7 @@ fn a_batch_with_requests_answered_later_is_answered_in_one_array() {
     assert_eq!(ids, [2, 3, 1], "{answers}");
     // A request of the batch cancelled while the rest is in: the array holds the rest.
     let batch = json!([call(4, "later", 60_000), call(5, "quick", 0)]);
-    s.send(format!("{batch}\n").as_bytes());
+    s.send_json(&batch);
     thread::sleep(Duration::from_millis(100));
     s.send(b"{\"jsonrpc\":\"2.0\",\"method\":\"cancel\",\"params\":{\"requestId\":4}}\n");
     let answers = recv_json(&out);
@@ -333,7 +325,7 @@ fn a_batch_with_requests_answered_later_is_answered_in_one_array() {
     assert_eq!(answers[0]["id"], 5, "{answers}");
     // At the end, one still owed is failed into its batch's array.
     let batch = json!([call(6, "later", 60_000), call(7, "quick", 0)]);
-    s.send(format!("{batch}\n").as_bytes());
+    s.send_json(&batch);
     s.close_input();
     let answers = recv_json(&out);
     assert_eq!(answers[0]["id"], 7, "{answers}");
