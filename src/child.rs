@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use mio::unix::pipe::Receiver;
 use mio::{Events, Interest, Poll, Token};
 
+use crate::deadline;
 use crate::error::Error;
 use crate::responder::CancelToken;
 use crate::sys;
@@ -243,7 +244,7 @@ pub(crate) fn run(
     };
     let mut out = Capture::new(receiver(conn, stdout, false).map_err(failed)?, max_output);
     let mut err = Capture::new(receiver(conn, stderr, true).map_err(failed)?, max_output);
-    let deadline = timeout.map(|t| Instant::now() + t);
+    let deadline = timeout.map(deadline::from_now);
     let mut timed_out = false;
 
     let status = loop {

@@ -12,6 +12,7 @@ use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 
 use crate::child::{self, Waiter};
+use crate::deadline;
 use crate::diagnostics;
 use crate::endpoint::{self, Endpoint};
 use crate::error::Error;
@@ -582,7 +583,7 @@ impl Connection {
     /// Sleeps until the output is writable, a signal arrives, the peer is gone, or `limit`
     /// passes; input events on the way are recorded as usual but do not end the wait.
     pub(crate) fn wait_writable(&mut self, limit: Duration) -> Result<(), Error> {
-        let deadline = Instant::now() + limit;
+        let deadline = deadline::from_now(limit);
         while !self.output_readiness.writable
             && self.session.signal.is_none()
             && !self.session.peer_gone

@@ -117,6 +117,11 @@ pub enum Error {
     },
     /// The client was closed, or its server could not be restarted: no more requests.
     Closed,
+    /// A callback of a [`SharedClient`](crate::SharedClient) (elicitation, sampling, roots,
+    /// notification, stderr) panicked on the client's IO thread. The client shut its server
+    /// down and is closed: every call waiting then, and every later one, fails with this
+    /// error. The text is the panic's message and location.
+    CallbackPanicked(String),
     /// A request under MCP 2026-07-28 ended with an `input_required` result that the client
     /// did not fulfil: it asks for an input the client has no callback for, a callback refused,
     /// the result was malformed, or the request took more rounds than allowed. `result` is
@@ -230,6 +235,10 @@ impl fmt::Display for Error {
                 write!(f, "gave up after {attempts} attempts: {last}")
             }
             Error::Closed => write!(f, "the client is closed"),
+            Error::CallbackPanicked(panic) => write!(
+                f,
+                "the client is closed: one of its callbacks panicked ({panic})"
+            ),
             Error::InputUnanswered { method, reason, .. } => {
                 write!(
                     f,

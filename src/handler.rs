@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use crate::child::ChildOutput;
 use crate::connection::Connection;
+use crate::deadline;
 use crate::error::{Error, Outcome};
 use crate::message::{ErrorObject, Message, Notification, Request, RequestId, Response};
 use crate::responder::{CancelToken, LoopHandle, Responder};
@@ -336,7 +337,7 @@ impl<'a> Context<'a> {
         timeout: Duration,
     ) -> Result<Value, Error> {
         let started = Instant::now();
-        let deadline = started + timeout;
+        let deadline = deadline::after(started, timeout);
         let id = self.send_request(method, params)?;
         self.conn.session.awaiting = Some(id.clone());
         self.conn.session.arrived = None;

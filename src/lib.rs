@@ -140,6 +140,7 @@ mod cancel_spotter;
 mod child;
 mod client;
 mod connection;
+mod deadline;
 mod diagnostics;
 mod endpoint;
 mod error;
@@ -177,7 +178,7 @@ struct ReadmeDoctests;
 pub use child::ChildOutput;
 pub use client::{
     Call, Canceller, Client, ClientBuilder, ClientStats, Era, Progress, RequestOptions,
-    RetryPolicy, SharedClient, Shutdown, ShutdownStage, TaskOptions, TaskStart,
+    RetryPolicy, SharedClient, Shutdown, ShutdownStage, TaskOptions, TaskStart, WeakClient,
 };
 pub use diagnostics::stderr_line;
 pub use error::{Error, Outcome};

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::deadline;
 use crate::error::Error;
 use crate::message::{ErrorObject, Message, Notification, Request, RequestId, Response};
 
@@ -422,7 +423,7 @@ impl Responder {
         timeout: Duration,
     ) -> Result<Value, Error> {
         self.outbox
-            .call(method, params, Instant::now() + timeout, &self.cancel)
+            .call(method, params, deadline::from_now(timeout), &self.cancel)
     }
 
     /// Hands `data` to the handler on the loop's thread
@@ -500,7 +501,7 @@ impl LoopHandle {
         self.outbox.call(
             method,
             params,
-            Instant::now() + timeout,
+            deadline::from_now(timeout),
             &CancelToken::new(),
         )
     }

@@ -6,6 +6,7 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
 use crate::connection::{Connection, ConnectionConfig, Fill};
+use crate::deadline;
 use crate::diagnostics;
 use crate::error::{Error, Outcome};
 use crate::handler::{catch_panic, Context, Handler};
@@ -383,8 +384,8 @@ impl Server {
                     // The input ended while messages wait for a slot: they start as slots free,
                     // but once none has for the shutdown grace, the loop ends as at any end of
                     // input (work in flight cancelled, what never started answered).
-                    let deadline =
-                        *eof_deadline.get_or_insert_with(|| Instant::now() + self.shutdown_grace);
+                    let deadline = *eof_deadline
+                        .get_or_insert_with(|| deadline::from_now(self.shutdown_grace));
                     if Instant::now() >= deadline {
                         return Ok(self.shut_down(conn, handler, Outcome::Eof, eof_deadline));
                     }
@@ -421,7 +422,7 @@ impl Server {
             // (The only other waits in this loop are the bounded pacing pause and the bounded
             // hold of a large line above.)
             let idle_deadline = match self.idle_timeout {
-                Some(timeout) if !idle_fired => Some(conn.last_input + timeout),
+                Some(timeout) if !idle_fired => Some(deadline::after(conn.last_input, timeout)),
                 _ => None,
             };
             let now = Instant::now();
@@ -575,7 +576,7 @@ impl Server {
         // that was read and never started either.
         let mut outcome = outcome;
         if matches!(outcome, Outcome::Eof | Outcome::Orphaned) {
-            let deadline = grace_ends.unwrap_or_else(|| Instant::now() + self.shutdown_grace);
+            let deadline = grace_ends.unwrap_or_else(|| deadline::from_now(self.shutdown_grace));
             await_owed(conn, handler, deadline, true);
             if let (Outcome::Eof, Some(signo)) = (&outcome, conn.session.signal) {
                 outcome = Outcome::Signal(signo);

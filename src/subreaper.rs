@@ -7,6 +7,7 @@ use std::io;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::deadline;
 use crate::process_tree::ProcessTree;
 use crate::sys;
 
@@ -54,7 +55,7 @@ impl Subreaper {
 /// [`Subreaper::end_descendants`], also for a caller that could not become a subreaper (it
 /// then finds only the descendants still linked to it).
 pub(crate) fn end_descendants(grace: Duration) -> usize {
-    let until = Instant::now() + grace;
+    let until = deadline::from_now(grace);
     let mut mine = loop {
         while sys::reap_any().is_some() {}
         let mut mine = ProcessTree::new(std::process::id());

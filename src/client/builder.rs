@@ -73,6 +73,9 @@ impl fmt::Debug for ClientBuilder {
     }
 }
 
+/// The shortest heartbeat interval ([`ClientBuilder::heartbeat`]).
+const MIN_HEARTBEAT_INTERVAL: Duration = Duration::from_millis(10);
+
 impl ClientBuilder {
     pub(crate) fn new(program: &OsStr) -> ClientBuilder {
         ClientBuilder {
@@ -285,9 +288,10 @@ impl ClientBuilder {
     /// [`Client::pump`]) and the server has sent nothing for `interval`, the client sends a
     /// `ping` (under MCP 2026-07-28, which has no `ping`, a `server/discover`). Any answer, even an error, counts as alive; only silence for `timeout` after a
     /// ping counts as dead, and then the client kills the server and fails what waits with
-    /// [`Error::Unresponsive`].
+    /// [`Error::Unresponsive`]. An `interval` under 10 ms counts as 10 ms: a shorter one would
+    /// keep the server busy answering pings.
     pub fn heartbeat(mut self, interval: Duration, timeout: Duration) -> ClientBuilder {
-        self.settings.heartbeat = Some((interval, timeout));
+        self.settings.heartbeat = Some((interval.max(MIN_HEARTBEAT_INTERVAL), timeout));
         self
     }
 

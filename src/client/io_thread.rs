@@ -6,10 +6,11 @@ use std::ops::ControlFlow;
 use std::sync::mpsc::{Receiver, Sender, TryRecvError};
 use std::time::{Duration, Instant};
 
-use super::link::{lock, Command, Detached, Event, Link, View};
-use super::process::Shutdown;
+use super::link::{lock, Command, Detached, Ended, Event, Link, View};
+use super::process::{Shutdown, ShutdownStage};
 use super::{dead_error, server_has_exited, Client, Dead, Until};
 use crate::error::Error;
+use crate::handler::catch_panic;
 
 impl Client {
     pub(super) fn view(&self) -> View {
@@ -26,7 +27,7 @@ impl Client {
 
     /// The IO thread: obeys commands, routes answers and progress to the calls waiting for
     /// them, expires their deadlines, and sleeps in the server's poll between events.
-    pub(super) fn serve(mut self, commands: &Receiver<Command>, link: &Link) {
+    pub(super) fn serve(&mut self, commands: &Receiver<Command>, link: &Link) {
         let mut waker_pid = self.pid();
         loop {
             loop {
@@ -84,7 +85,7 @@ impl Client {
             let wake = [expiry, heartbeat_due].into_iter().flatten().min();
             let Client {
                 process, on_stderr, ..
-            } = &mut self;
+            } = self;
             let Some(process) = process.as_mut() else {
                 continue;
             };
@@ -171,6 +172,15 @@ impl Client {
 
     /// Fails every waiting call with [`Error::Closed`] first, then shuts the server down.
     fn stop_serving(&mut self, close: Option<(Option<Duration>, Sender<Shutdown>)>, link: &Link) {
+        if self.dead.is_none() {
+            // The server may stop the work at once rather than finish it for nobody (and exit
+            // sooner once its stdin closes).
+            let ids: Vec<_> = self.detached.keys().cloned().collect();
+            for id in ids {
+                self.session.cancel(&id, "the client is closing");
+            }
+            self.flush_outbox();
+        }
         self.closed = true;
         self.fail_detached();
         let shutdown = match close.as_ref().and_then(|(terminate, _)| *terminate) {
@@ -181,6 +191,10 @@ impl Client {
         view.stats = self.session.stats().clone();
         view.pid = None;
         drop(view);
+        link.end(Ended {
+            shutdown,
+            panic: None,
+        });
         if let Some((_, reply)) = close {
             let _ = reply.send(shutdown);
         }
@@ -196,6 +210,27 @@ impl Client {
             };
             call.answer(Err(error));
         }
+    }
+
+    /// After a callback panicked on the IO thread: fails every waiting call with that panic,
+    /// then shuts the server down in order (a callback panicking again meanwhile cuts that
+    /// short: the server is then killed as the client drops).
+    pub(super) fn end_after_panic(mut self, panic: String, link: &Link) {
+        self.closed = true;
+        self.session.fail_all();
+        for (_, call) in self.detached.drain() {
+            call.answer(Err(Error::CallbackPanicked(panic.clone())));
+        }
+        let shutdown = catch_panic(|| self.close()).unwrap_or(Shutdown {
+            status: None,
+            stage: ShutdownStage::Killed,
+            elapsed: Duration::ZERO,
+        });
+        link.view().pid = None;
+        link.end(Ended {
+            shutdown,
+            panic: Some(panic),
+        });
     }
 
     /// Publishes counters and queued notifications to the handles.

@@ -134,6 +134,17 @@ pub(super) struct LinkState {
     pub(super) next_key: AtomicU64,
     /// The IO thread, once it runs.
     pub(super) io_thread: OnceLock<ThreadId>,
+    /// Set by the IO thread as it ends: how the server was shut down, and the panic of a
+    /// callback that ended it. Read by a `close` whose own command came too late.
+    pub(super) ended: Mutex<Option<Ended>>,
+}
+
+/// How the IO thread ended.
+#[derive(Debug, Clone)]
+pub(super) struct Ended {
+    pub(super) shutdown: Shutdown,
+    /// A callback's panic (message and location), when that is what ended it.
+    pub(super) panic: Option<String>,
 }
 
 /// The callers' end of the IO thread.
@@ -149,7 +160,7 @@ impl Link {
         if waits && self.on_io_thread() {
             return Err(deadlock());
         }
-        self.0.commands.send(command).map_err(|_| Error::Closed)?;
+        self.0.commands.send(command).map_err(|_| self.gone())?;
         if let Some(waker) = lock(&self.0.waker).as_ref() {
             // A failed wake leaves the command queued; the thread's next wake-up sees it.
             let _ = waker.wake();
@@ -164,6 +175,27 @@ impl Link {
 
     pub(super) fn view(&self) -> MutexGuard<'_, View> {
         lock(&self.0.view)
+    }
+
+    /// The IO thread ends: records how, and wakes whoever waits for a notification.
+    pub(super) fn end(&self, ended: Ended) {
+        *lock(&self.0.ended) = Some(ended);
+        let _queue = lock(&self.0.notifications);
+        self.0.notified.notify_all();
+    }
+
+    /// How the IO thread ended, once it has.
+    pub(super) fn ended(&self) -> Option<Ended> {
+        lock(&self.0.ended).clone()
+    }
+
+    /// The error for a request the IO thread can no longer take: [`Error::Closed`], or the
+    /// callback's panic that closed the client.
+    pub(super) fn gone(&self) -> Error {
+        match self.ended().and_then(|ended| ended.panic) {
+            Some(panic) => Error::CallbackPanicked(panic),
+            None => Error::Closed,
+        }
     }
 }
 
@@ -232,7 +264,7 @@ impl Call {
                 // The IO thread dropped the request without an answer: it is gone.
                 Err(_) => {
                     self.finished = true;
-                    return Err(Error::Closed);
+                    return Err(self.link.gone());
                 }
             }
         }

@@ -30,10 +30,11 @@ mod wait;
 use std::collections::{HashMap, VecDeque};
 use std::ffi::OsStr;
 use std::fmt;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
+use crate::deadline;
 use crate::diagnostics::Diagnostics;
 use crate::error::Error;
 use crate::message::{Notification, RequestId, Response};
@@ -47,7 +48,7 @@ pub use options::{Progress, RequestOptions};
 pub use process::{Shutdown, ShutdownStage};
 pub use retry::RetryPolicy;
 pub use session::ClientStats;
-pub use shared::SharedClient;
+pub use shared::{SharedClient, WeakClient};
 pub use tasks::{TaskOptions, TaskStart};
 
 use builder::{InputCallback, NotificationCallback, Settings, StderrCallback};
@@ -345,7 +346,7 @@ impl Client {
     /// # Errors
     /// [`Error::Closed`], or why the server became unusable (it exited, went silent).
     pub fn pump(&mut self, duration: Duration) -> Result<(), Error> {
-        self.run(Some(Instant::now() + duration), None, Until::Deadline)
+        self.run(Some(deadline::from_now(duration)), None, Until::Deadline)
     }
 
     /// The next notification from the server, waiting up to `timeout` for one (when no
@@ -357,7 +358,7 @@ impl Client {
         if let Some(n) = self.notifications.pop_front() {
             return Ok(Some(n));
         }
-        self.run(Some(Instant::now() + timeout), None, Until::Notification)?;
+        self.run(Some(deadline::from_now(timeout)), None, Until::Notification)?;
         Ok(self.notifications.pop_front())
     }
 
@@ -375,7 +376,7 @@ impl Client {
         if let Some(r) = self.strays.pop_front() {
             return Ok(Some(r));
         }
-        self.run(Some(Instant::now() + timeout), None, Until::Stray)?;
+        self.run(Some(deadline::from_now(timeout)), None, Until::Stray)?;
         Ok(self.strays.pop_front())
     }
 
@@ -584,7 +585,7 @@ impl Drop for Client {
 
 /// Whether the server exited, closed its stdout, or stopped reading its stdin.
 fn server_has_exited(process: &mut ServerProcess) -> bool {
-    process.check_exit().is_some() || process.stdout_eof() || process.stdin_broken()
+    process.has_exited() || process.stdout_eof() || process.stdin_broken()
 }
 
 fn dead_error(dead: &Dead) -> Error {

@@ -14,6 +14,7 @@ use mio::unix::pipe::{Receiver, Sender};
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
 
+use crate::deadline;
 use crate::error::Error;
 use crate::line_buffer::{Line, LineBuffer};
 use crate::message::Message;
@@ -119,6 +120,11 @@ pub(crate) struct ServerProcess {
     pgid: libc::pid_t,
     /// Set once the server has been reaped; the pid is then no longer ours.
     status: Option<ExitStatus>,
+    /// Someone else reaped the server (the embedder ignores `SIGCHLD`, or reaps in its own
+    /// handler): it is gone, its status unknown.
+    reaped_elsewhere: bool,
+    /// `SIGKILL` was sent and waited for (bounded) once: a second wait would find no more.
+    kill_waited: bool,
     poll: Poll,
     events: Events,
     /// Ends a [`wait`](ServerProcess::wait) early from another thread.
@@ -227,6 +233,8 @@ impl ServerProcess {
             child,
             pgid,
             status: None,
+            reaped_elsewhere: false,
+            kill_waited: false,
             poll,
             events: Events::with_capacity(8),
             waker: Arc::new(waker),
@@ -423,19 +431,27 @@ impl ServerProcess {
 
     /// Reaps the server if it has exited; returns its status once it has.
     pub(crate) fn check_exit(&mut self) -> Option<ExitStatus> {
-        if self.status.is_none() {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                self.status = Some(status);
-                // The pidfd has done its job; a readable pidfd would wake every later poll.
-                if let Some(fd) = self.pidfd.take() {
-                    let _ = self
-                        .poll
-                        .registry()
-                        .deregister(&mut SourceFd(&fd.as_raw_fd()));
-                }
+        if self.status.is_none() && !self.reaped_elsewhere {
+            match self.child.try_wait() {
+                Ok(Some(status)) => self.status = Some(status),
+                Err(e) if e.raw_os_error() == Some(libc::ECHILD) => self.reaped_elsewhere = true,
+                _ => return None,
+            }
+            // The pidfd has done its job; a readable pidfd would wake every later poll.
+            if let Some(fd) = self.pidfd.take() {
+                let _ = self
+                    .poll
+                    .registry()
+                    .deregister(&mut SourceFd(&fd.as_raw_fd()));
             }
         }
         self.status
+    }
+
+    /// Whether the server has exited and been reaped, by us (its status is then known) or by
+    /// someone else.
+    pub(crate) fn has_exited(&mut self) -> bool {
+        self.check_exit().is_some() || self.reaped_elsewhere
     }
 
     /// Sleeps until a pipe or the process has news, or `timeout` passes. The caller has
@@ -472,7 +488,7 @@ impl ServerProcess {
     /// and draining its stderr meanwhile, so a server blocked on a full pipe can still exit.
     fn wait_exit(&mut self, deadline: Instant, on_stderr: &mut dyn FnMut(&[u8])) -> bool {
         loop {
-            if self.check_exit().is_some() {
+            if self.has_exited() {
                 // Its last words, for the stderr tail (bounded by the read budget).
                 self.assume_readable();
                 self.read_available(on_stderr);
@@ -508,7 +524,7 @@ impl ServerProcess {
     ) -> Shutdown {
         let started = Instant::now();
         self.tree.scan();
-        let mut stage = if self.check_exit().is_some() {
+        let mut stage = if self.has_exited() {
             ShutdownStage::AlreadyExited
         } else {
             ShutdownStage::StdinClosed
@@ -518,7 +534,7 @@ impl ServerProcess {
                 // One last chance to write what is queued, without waiting for it.
                 self.flush();
                 self.close_stdin();
-                if !self.wait_exit(started + stdin_grace, on_stderr) {
+                if !self.wait_exit(deadline::after(started, stdin_grace), on_stderr) {
                     stage = ShutdownStage::Terminated;
                 }
             } else {
@@ -527,9 +543,10 @@ impl ServerProcess {
         }
         if stage == ShutdownStage::Terminated {
             let _ = sys::signal_group(self.pgid, libc::SIGTERM);
-            if !self.wait_exit(Instant::now() + term_grace, on_stderr) {
+            if !self.wait_exit(deadline::from_now(term_grace), on_stderr) {
                 stage = ShutdownStage::Killed;
                 let _ = sys::signal_group(self.pgid, libc::SIGKILL);
+                self.kill_waited = true;
                 if !self.wait_exit(Instant::now() + REAP_AFTER_KILL, on_stderr) {
                     stage = ShutdownStage::NotReaped;
                 }
@@ -548,8 +565,9 @@ impl ServerProcess {
     /// Kills the whole group at once and reaps the server (bounded).
     pub(crate) fn kill(&mut self) {
         self.tree.scan();
-        if self.check_exit().is_none() {
+        if !self.has_exited() && !self.kill_waited {
             let _ = sys::signal_group(self.pgid, libc::SIGKILL);
+            self.kill_waited = true;
             self.wait_exit(Instant::now() + REAP_AFTER_KILL, &mut |_| {});
         }
         self.kill_leftovers();
@@ -560,7 +578,7 @@ impl ServerProcess {
     /// behind) is an orphan: kill it. The group id cannot belong to anyone else while a member
     /// lives, and with no member left the signal finds nobody (ESRCH).
     fn kill_leftovers(&mut self) {
-        if self.status.is_some() {
+        if self.status.is_some() || self.reaped_elsewhere {
             let _ = sys::signal_group(self.pgid, libc::SIGKILL);
         }
     }

@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 
 use super::era::{self, Era};
 use super::options::Progress;
+use crate::deadline;
 use crate::diagnostics::excerpt;
 use crate::message::{
     parse_line, ErrorObject, Message, Notification, Parsed, Request, RequestId, Response,
@@ -77,8 +78,8 @@ impl Timing {
             timeout,
             reset_on_progress,
             started,
-            deadline: started + timeout,
-            hard_deadline: max_total.map(|max| started + max),
+            deadline: deadline::after(started, timeout),
+            hard_deadline: max_total.map(|max| deadline::after(started, max)),
         }
     }
 
@@ -91,7 +92,7 @@ impl Timing {
     /// Progress arrived: start the timeout over (never past the hard maximum, see `due`).
     fn progressed(&mut self, now: Instant) {
         if self.reset_on_progress {
-            self.deadline = self.deadline.max(now + self.timeout);
+            self.deadline = self.deadline.max(deadline::after(now, self.timeout));
         }
     }
 }
@@ -425,14 +426,15 @@ impl Session {
         if let Some((_, sent)) = &self.ping {
             let sent = *sent;
             if last_inbound < sent {
-                if now >= sent + timeout {
+                if now >= deadline::after(sent, timeout) {
                     return Pulse::Silent(now.saturating_duration_since(last_inbound));
                 }
-                return Pulse::Next(Some(sent + timeout));
+                return Pulse::Next(Some(deadline::after(sent, timeout)));
             }
         }
-        if now < last_inbound + interval {
-            return Pulse::Next(Some(last_inbound + interval));
+        let next = deadline::after(last_inbound, interval);
+        if now < next {
+            return Pulse::Next(Some(next));
         }
         // MCP 2026-07-28 has no ping; server/discover is the cheapest request it must answer.
         let (method, params) = match self.era {
@@ -455,7 +457,7 @@ impl Session {
         }));
         self.stats.heartbeats += 1;
         self.ping = Some((id, now));
-        Pulse::Next(Some(now + timeout))
+        Pulse::Next(Some(deadline::after(now, timeout)))
     }
 
     /// One line the server wrote on its stdout (without its newline).

@@ -12,7 +12,7 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -26,7 +26,9 @@ use super::process::{Shutdown, ShutdownStage};
 use super::retry::{self, RetryPolicy};
 use super::tasks::{self, TaskOptions, TaskStart, Tasks};
 use super::{Client, ClientBuilder, ClientStats};
+use crate::deadline;
 use crate::error::Error;
+use crate::handler::catch_panic;
 use crate::message::Notification;
 
 /// A client of one MCP server that many threads can use at once: `Send + Sync` and cheap to
@@ -42,7 +44,8 @@ use crate::message::Notification;
 ///
 /// [`close`](SharedClient::close) (or dropping the last clone) fails every request still
 /// waiting with [`Error::Closed`], shuts the server down as [`Client::close`] does, and joins
-/// the IO thread.
+/// the IO thread. A callback that needs its own client holds a [`WeakClient`]: a clone would
+/// keep the client open for as long as the client keeps the callback, which is for ever.
 ///
 /// # Example
 /// ```no_run
@@ -75,6 +78,45 @@ struct Inner {
     max_input_rounds: u32,
 }
 
+/// A handle to a [`SharedClient`] that does not keep it open, made by
+/// [`SharedClient::downgrade`].
+///
+/// The client owns its callbacks, so a callback holding a [`SharedClient`] would keep its own
+/// client open after every other handle is gone (the server and the IO thread with it). Give
+/// callbacks a `WeakClient` instead:
+///
+/// ```no_run
+/// use std::sync::{Arc, OnceLock};
+/// use mcpipe::{Client, WeakClient};
+/// use serde_json::json;
+///
+/// let me: Arc<OnceLock<WeakClient>> = Arc::default();
+/// let cell = Arc::clone(&me);
+/// let client = Client::builder("mcpipe")
+///     .arg("demo")
+///     .on_notification(move |n| {
+///         if let Some(client) = cell.get().and_then(WeakClient::upgrade) {
+///             eprintln!("{} from server {:?}", n.method, client.pid());
+///         }
+///     })
+///     .spawn_shared()?;
+/// let _ = me.set(client.downgrade());
+/// client.call_tool("echo", json!({"text": "hi"}))?;
+/// drop(client); // the last handle: the client closes
+/// # Ok::<(), mcpipe::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct WeakClient {
+    inner: Weak<Inner>,
+}
+
+impl WeakClient {
+    /// The client, while any [`SharedClient`] handle to it lives.
+    pub fn upgrade(&self) -> Option<SharedClient> {
+        self.inner.upgrade().map(|inner| SharedClient { inner })
+    }
+}
+
 impl Drop for Inner {
     fn drop(&mut self) {
         close(self, None);
@@ -82,6 +124,13 @@ impl Drop for Inner {
 }
 
 impl SharedClient {
+    /// A handle that does not keep the client open (for its own callbacks).
+    pub fn downgrade(&self) -> WeakClient {
+        WeakClient {
+            inner: Arc::downgrade(&self.inner),
+        }
+    }
+
     /// Starts the IO thread, which spawns the server (so the server's lifetime is tied to
     /// that thread, see `PR_SET_PDEATHSIG` in docs/client.md) and connects.
     pub(super) fn spawn(builder: ClientBuilder) -> Result<SharedClient, Error> {
@@ -105,6 +154,7 @@ impl SharedClient {
             notified: Condvar::new(),
             next_key: AtomicU64::new(1),
             io_thread: OnceLock::new(),
+            ended: Mutex::new(None),
         }));
         let (ready, started) = mpsc::channel();
         let thread_link = link.clone();
@@ -123,7 +173,9 @@ impl SharedClient {
                 *thread_link.view() = client.view();
                 client.publish(&thread_link);
                 let _ = ready.send(Ok(()));
-                client.serve(&receiver, &thread_link);
+                if let Err(panic) = catch_panic(|| client.serve(&receiver, &thread_link)) {
+                    client.end_after_panic(panic, &thread_link);
+                }
             })
             .map_err(|e| Error::io("starting the client's IO thread", e))?;
         let outcome = started.recv().unwrap_or(Err(Error::Closed));
@@ -197,11 +249,12 @@ fn close(inner: &Inner, terminate: Option<Duration>) -> Shutdown {
     inner.closed.store(true, Ordering::SeqCst);
     let (reply, answer) = mpsc::channel();
     let sent = inner.link.send(Command::Close { terminate, reply }).is_ok();
-    // The thread ends after replying; if it ended before (a callback panicked), the server
-    // was shut down as the client was dropped.
+    // The thread ends after replying. If it ended before (closed from a callback, or a
+    // callback panicked), it left word of how it shut the server down.
     let done = sent
         .then(|| answer.recv().ok())
         .flatten()
+        .or_else(|| inner.link.ended().map(|ended| ended.shutdown))
         .unwrap_or(unknown);
     if let Some(thread) = lock(&inner.thread).take() {
         let _ = thread.join();
@@ -447,20 +500,27 @@ impl SharedClient {
     }
 
     /// The next notification from the server, waiting up to `timeout` for one (none arrive
-    /// here when a notification callback is set).
+    /// here when a notification callback is set). From a callback of this client, which
+    /// runs on the thread that would deliver it, it takes one already queued and never waits.
     pub fn next_notification(&self, timeout: Duration) -> Option<Notification> {
-        let state = &self.inner.link.0;
-        let end = Instant::now() + timeout;
-        let mut queue = lock(&state.notifications);
+        let link = &self.inner.link;
+        let end = deadline::from_now(timeout);
+        let waits = !link.on_io_thread();
+        let mut queue = lock(&link.0.notifications);
         loop {
             if let Some(n) = queue.pop_front() {
                 return Some(n);
             }
             let left = end.saturating_duration_since(Instant::now());
-            if left.is_zero() || self.inner.closed.load(Ordering::SeqCst) {
+            if left.is_zero()
+                || !waits
+                || self.inner.closed.load(Ordering::SeqCst)
+                || lock(&link.0.ended).is_some()
+            {
                 return None;
             }
-            queue = state
+            queue = link
+                .0
                 .notified
                 .wait_timeout(queue, left)
                 .unwrap_or_else(PoisonError::into_inner)

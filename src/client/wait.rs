@@ -12,6 +12,7 @@ use super::options::{Progress, RequestOptions};
 use super::process::{Shutdown, ShutdownStage};
 use super::session::{Event, Pulse, Timing};
 use super::{dead_error, server_has_exited, Client, Dead};
+use crate::deadline;
 use crate::error::{Error, UNREADABLE_ANSWER};
 use crate::line_buffer::Line;
 use crate::message::{ErrorObject, Request, RequestId};
@@ -335,7 +336,7 @@ impl Client {
             };
             process.assume_readable();
             let read = process.read_available(&mut sink);
-            let exited = process.check_exit().is_some();
+            let exited = process.has_exited();
             let more = read || process.may_have_input();
             self.handle_buffered(waiting);
             if self.holds(until, waiting) {
@@ -418,7 +419,7 @@ impl Client {
     pub(super) fn pause(&mut self, delay: Duration) {
         if self.dead.is_none() && self.process.is_some() {
             // An error here (the server died) shows at the next attempt.
-            let _ = self.run(Some(Instant::now() + delay), None, Until::Deadline);
+            let _ = self.run(Some(deadline::from_now(delay)), None, Until::Deadline);
         } else {
             std::thread::sleep(delay);
         }

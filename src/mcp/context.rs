@@ -2,11 +2,12 @@
 //! logging, requests to the client, child processes.
 
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
 use crate::child::{self, ChildOutput, TokenWaiter};
+use crate::deadline;
 use crate::error::Error;
 use crate::handler::Context;
 use crate::mcp::input::Rounds;
@@ -193,8 +194,8 @@ impl<'a> McpContext<'a> {
             Link::Loop(cx) => cx.sleep(duration),
             Link::Worker { responder, .. } => responder
                 .cancel_token()
-                .sleep_until(Instant::now() + duration),
-            Link::Task { cancel, .. } => cancel.sleep_until(Instant::now() + duration),
+                .sleep_until(deadline::from_now(duration)),
+            Link::Task { cancel, .. } => cancel.sleep_until(deadline::from_now(duration)),
         }
     }
 
@@ -227,7 +228,7 @@ impl<'a> McpContext<'a> {
                 // `input_required` while the answer is awaited.
                 let params = tasks::with_related_task(params, task_id);
                 let _ = outbox.post(Box::new(TaskEvent::waiting(task_id, true)));
-                let answer = outbox.call(method, Some(params), Instant::now() + timeout, cancel);
+                let answer = outbox.call(method, Some(params), deadline::from_now(timeout), cancel);
                 let _ = outbox.post(Box::new(TaskEvent::waiting(task_id, false)));
                 answer
             }

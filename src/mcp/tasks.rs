@@ -20,6 +20,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Map, Value};
 
+use crate::deadline;
 use crate::message::{ErrorCode, ErrorObject};
 use crate::responder::{CancelToken, Responder};
 
@@ -129,7 +130,7 @@ impl<R> Task<R> {
         self.message = message;
         self.updated = SystemTime::now();
         if status.is_terminal() {
-            self.expires = Some(Instant::now() + self.ttl);
+            self.expires = Some(deadline::from_now(self.ttl));
             self.inputs.clear();
             self.resume = None;
         }

@@ -14,6 +14,7 @@ use super::child;
 use super::from_server::{self, ServerOutput};
 use super::ids;
 use super::shared::{is_remembered_list, Pending, Shared, HOLD_BYTES};
+use crate::deadline;
 use crate::diagnostics;
 use crate::error::Outcome;
 use crate::handler::{Context, Handler};
@@ -56,7 +57,7 @@ impl Relay {
         let Some(supervisor) = self.supervisor.take() else {
             return;
         };
-        let until = Instant::now() + self.shared.config.grace + JOIN_SLACK;
+        let until = deadline::from_now(self.shared.config.grace.saturating_add(JOIN_SLACK));
         while !supervisor.is_finished() && Instant::now() < until {
             // Nobody hears the server any more, but it must not block on a full stdout while
             // it shuts down.
@@ -96,11 +97,7 @@ impl Handler for Relay {
                 "internal error: no responder for a request",
             ));
         };
-        let deadline = self
-            .shared
-            .config
-            .request_timeout
-            .map(|t| Instant::now() + t);
+        let deadline = self.shared.config.request_timeout.map(deadline::from_now);
         let first_page = is_remembered_list(&request.method)
             && request
                 .params

@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use super::pacing::Pacing;
 use super::Wrapper;
+use crate::deadline;
 use crate::id_map::IdMap;
 use crate::message::{ErrorObject, Message, RequestId};
 use crate::responder::Responder;
@@ -173,7 +174,7 @@ impl Shared {
 
     /// Waits (at most `limit`) until the loop read the end of the server's stdout.
     pub(super) fn await_stdout_end(&self, limit: Duration) {
-        let until = Instant::now() + limit;
+        let until = deadline::from_now(limit);
         let mut open = lock(&self.stdout_open);
         while open.is_some() {
             let left = until.saturating_duration_since(Instant::now());
