@@ -238,6 +238,13 @@ impl Connection {
         &self.outbox
     }
 
+    /// The peer's input ended and every line of it was handled: requests to the peer from
+    /// other threads, waiting or new, fail with [`Error::InputEnded`].
+    pub(crate) fn input_handled(&mut self) {
+        self.inbox.set_input_ended();
+        self.session.end_outbound();
+    }
+
     /// Takes every event other threads sent (see [`Session::take_event`]).
     pub(crate) fn take_events(&mut self) {
         while let Some(event) = self.inbox.try_next() {
@@ -410,8 +417,9 @@ impl Connection {
         Ok(())
     }
 
-    /// Reads what the kernel holds (one read) and reads ahead its complete lines, then writes
-    /// queued output.
+    /// Reads what the kernel holds (one read) and reads ahead its complete lines, takes what
+    /// other threads sent (answers, progress, their questions to the peer: a handler waiting on
+    /// the loop's thread must not hold them back), then writes queued output.
     fn take_input(&mut self) {
         if self.input_ready() {
             if self.session.waiting_read_ahead_full() {
@@ -422,6 +430,7 @@ impl Connection {
             }
         }
         self.session.read_ahead_buffered();
+        self.take_events();
         self.flush();
     }
 

@@ -297,7 +297,7 @@ impl<'a> Context<'a> {
     /// # Errors
     /// As [`Context::checkpoint`]; [`Error::Io`] when polling fails.
     pub fn sleep(&mut self, duration: Duration) -> Result<(), Error> {
-        self.sleep_until(Instant::now() + duration)
+        self.sleep_until(deadline::from_now(duration))
     }
 
     /// [`Context::sleep`] until `deadline`.

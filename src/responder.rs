@@ -71,6 +71,9 @@ pub(crate) struct Outbox {
     next_id: Arc<AtomicI64>,
     /// Set when the loop ended: nothing sent is delivered any more.
     closed: Arc<AtomicBool>,
+    /// Set when the peer's input ended and every line of it was handled: no answer to a
+    /// request to the peer can come any more.
+    input_ended: Arc<AtomicBool>,
 }
 
 impl fmt::Debug for Outbox {
@@ -87,6 +90,7 @@ pub(crate) struct Inbox {
     rx: Receiver<Event>,
     queued: Arc<AtomicUsize>,
     closed: Arc<AtomicBool>,
+    input_ended: Arc<AtomicBool>,
 }
 
 /// A channel from other threads to the loop, waking `waker`'s poll on every send.
@@ -94,14 +98,22 @@ pub(crate) fn channel(waker: mio::Waker, next_id: Arc<AtomicI64>) -> (Outbox, In
     let (tx, rx) = mpsc::channel();
     let queued = Arc::new(AtomicUsize::new(0));
     let closed = Arc::new(AtomicBool::new(false));
+    let input_ended = Arc::new(AtomicBool::new(false));
     let outbox = Outbox {
         tx,
         waker: Arc::new(waker),
         queued: Arc::clone(&queued),
         next_id,
         closed: Arc::clone(&closed),
+        input_ended: Arc::clone(&input_ended),
     };
-    (outbox, Inbox { rx, queued, closed })
+    let inbox = Inbox {
+        rx,
+        queued,
+        closed,
+        input_ended,
+    };
+    (outbox, inbox)
 }
 
 impl Inbox {
@@ -112,6 +124,12 @@ impl Inbox {
             self.queued.fetch_sub(1, Ordering::Relaxed);
         }
         Some(event)
+    }
+
+    /// The peer's input has ended and been handled: requests to the peer, waiting or new,
+    /// fail with [`Error::InputEnded`].
+    pub(crate) fn set_input_ended(&self) {
+        self.input_ended.store(true, Ordering::Release);
     }
 }
 
@@ -177,6 +195,9 @@ impl Outbox {
         cancel: &CancelToken,
     ) -> Result<Value, Error> {
         let started = Instant::now();
+        if self.input_ended.load(Ordering::Acquire) {
+            return Err(Error::InputEnded);
+        }
         let id = RequestId::from(self.next_id.fetch_add(1, Ordering::Relaxed));
         let (reply, answer) = mpsc::channel();
         self.send(Event::Request {
@@ -211,7 +232,15 @@ impl Outbox {
             match answer.recv_timeout((deadline - now).min(tick)) {
                 Ok(response) => return response.result.map_err(Error::Rpc),
                 Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => return Err(Error::PeerGone),
+                // The loop let go of the request: the input ended without its answer, or the
+                // loop ended.
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(if self.input_ended.load(Ordering::Acquire) {
+                        Error::InputEnded
+                    } else {
+                        Error::PeerGone
+                    });
+                }
             }
         }
     }
@@ -415,7 +444,8 @@ impl Responder {
     ///
     /// # Errors
     /// [`Error::Rpc`] when the peer answered with an error, [`Error::Timeout`], the
-    /// cancellation's [`reason`](CancelToken::reason), [`Error::PeerGone`].
+    /// cancellation's [`reason`](CancelToken::reason), [`Error::InputEnded`] (at once) when the
+    /// peer's input ended without the answer, [`Error::PeerGone`].
     pub fn call(
         &self,
         method: &str,
@@ -491,6 +521,7 @@ impl LoopHandle {
     ///
     /// # Errors
     /// [`Error::Rpc`] when the peer answered with an error, [`Error::Timeout`],
+    /// [`Error::InputEnded`] (at once) when the peer's input ended without the answer,
     /// [`Error::PeerGone`].
     pub fn call(
         &self,

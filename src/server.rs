@@ -575,6 +575,9 @@ impl Server {
         // owed is answered with an error. Nothing owed is left unanswered, and no request
         // that was read and never started either.
         let mut outcome = outcome;
+        if outcome == Outcome::Eof {
+            conn.input_handled();
+        }
         if matches!(outcome, Outcome::Eof | Outcome::Orphaned) {
             let deadline = grace_ends.unwrap_or_else(|| deadline::from_now(self.shutdown_grace));
             await_owed(conn, handler, deadline, true);

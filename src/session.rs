@@ -87,6 +87,9 @@ pub(crate) struct Session {
     pub(crate) waiting: IdSet,
     /// Requests other threads sent to the peer, and where their responses go.
     outbound: IdMap<Sender<Response>>,
+    /// The peer's input ended and every line of it was handled: requests to the peer are no
+    /// longer sent (their senders learn it as the reply channel closes).
+    outbound_ended: bool,
     /// Data posted for the handler, handed to it on the loop's thread after the current call.
     pub(crate) posts: VecDeque<Box<dyn std::any::Any + Send>>,
     /// Requests answered later whose cancellation by the peer the handler has not been told
@@ -173,6 +176,7 @@ impl Session {
             owed: IdMap::default(),
             waiting: IdSet::default(),
             outbound: IdMap::default(),
+            outbound_ended: false,
             posts: VecDeque::new(),
             cancelled_owed: VecDeque::new(),
             cancel_method: None,
@@ -273,7 +277,7 @@ impl Session {
                 }
             }
             Event::Request { request, reply } => {
-                if self.peer_gone {
+                if self.peer_gone || self.outbound_ended {
                     return; // dropping `reply` tells the sender
                 }
                 self.outbound.insert(request.id.clone(), reply);
@@ -582,6 +586,13 @@ impl Session {
         }
         self.deferred_bytes += next.bytes;
         self.deferred.push_back(next);
+    }
+
+    /// No answer can come from the peer any more: lets go of every request to it (each sender
+    /// sees its reply channel close), and of every later one.
+    pub(crate) fn end_outbound(&mut self) {
+        self.outbound_ended = true;
+        self.outbound.clear();
     }
 
     /// Hands a response to the thread that sent the request, if one did; `Err` gives it back.

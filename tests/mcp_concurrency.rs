@@ -242,6 +242,15 @@ fn in_process_server(
                     Ok(ToolResult::text(format!("napped {ms}")))
                 },
             )
+            .tool(
+                Tool::new("doze", "Sleeps ms on the loop's thread")
+                    .arg("ms", "integer", "How long"),
+                |_state, args, cx| {
+                    let ms = args.integer("ms")?.max(0) as u64;
+                    cx.sleep(Duration::from_millis(ms))?;
+                    Ok(ToolResult::text(format!("dozed {ms}")))
+                },
+            )
             .concurrent_resource(Resource::new("slow://one", "one"), |uri, cx| {
                 cx.sleep(Duration::from_millis(1000))
                     .map_err(|e| mcpipe::ErrorObject::internal(e.to_string()))?;
@@ -419,6 +428,41 @@ fn concurrent_resources_and_prompts_run_on_the_pool_in_both_eras() {
         json!({"jsonrpc":"2.0","id":4,"method":"resources/read","params":{"uri":"slow://t/missing"}}),
     );
     assert_eq!(util::recv_json(&lines)["error"]["code"], -32002);
+    drop(in_w);
+    server.join().unwrap();
+}
+
+#[test]
+fn a_worker_answers_while_a_tool_waits_on_the_loops_thread() {
+    use std::io::Write;
+    let _w = watchdog("worker_beside_loop_wait", Duration::from_secs(60));
+    let _only_pool = POOL_TESTS.lock().unwrap_or_else(|p| p.into_inner());
+    let (mut in_w, lines, server) = in_process_pipes();
+    let mut send = |v: serde_json::Value| {
+        in_w.write_all(format!("{v}\n").as_bytes()).unwrap();
+    };
+    send(
+        json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
+        "protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}),
+    );
+    assert!(util::recv_json(&lines)["result"].is_object());
+    // A nap starts on a worker; then a doze holds the loop's thread for 1.5 s. The nap's
+    // answer must not wait for the doze (it did: both came at 1.5 s).
+    let started = Instant::now();
+    send(json!({"jsonrpc":"2.0","id":1,"method":"tools/call",
+                "params":{"name":"nap","arguments":{"ms":100}}}));
+    send(json!({"jsonrpc":"2.0","id":2,"method":"tools/call",
+                "params":{"name":"doze","arguments":{"ms":1500}}}));
+    let first = util::recv_json(&lines);
+    let took = started.elapsed();
+    assert_eq!(first["id"], 1, "{first}");
+    assert_eq!(text(&first["result"]), "napped 100");
+    assert!(
+        took < Duration::from_millis(1000),
+        "the nap's answer took {took:?}"
+    );
+    let second = util::recv_json(&lines);
+    assert_eq!(text(&second["result"]), "dozed 1500", "{second}");
     drop(in_w);
     server.join().unwrap();
 }

@@ -202,6 +202,29 @@ fn a_thread_can_ask_the_peer_through_the_loop() {
 }
 
 #[test]
+fn a_thread_asking_the_peer_learns_at_once_when_the_input_ends() {
+    let _w = watchdog("ask_eof", Duration::from_secs(30));
+    // The question waits 5 s for an answer, the grace 10 s: without the end of input failing
+    // it, the answer would come after 5 s.
+    let mut s = start(server().shutdown_grace(Duration::from_secs(10)));
+    s.send(&request(1, "ask", json!({})));
+    assert_eq!(s.recv()["method"], "question");
+    let started = Instant::now();
+    s.input = None;
+    let answer = s.recv();
+    assert_eq!(answer["id"], 1, "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("ended its input"), "{answer}");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    let outcome = s.done.recv_timeout(util::BOUND).unwrap().unwrap();
+    assert_eq!(outcome, Outcome::Eof);
+}
+
+#[test]
 fn end_of_input_awaits_owed_answers_then_answers_for_stuck_ones() {
     let _w = watchdog("eof_owed", Duration::from_secs(30));
     let mut s = start(server().shutdown_grace(Duration::from_millis(300)));
