@@ -144,11 +144,15 @@ fn queue_replay(shared: &Shared, client_init_kept: bool) {
     let id = RequestId::from(format!("{REPLAY_PREFIX}{}", shared.starts()));
     let mut queue = lock(&shared.queue);
     if shared.initialized.load(Ordering::Acquire) {
-        let line = Message::Notification(crate::message::Notification {
-            method: "notifications/initialized".to_owned(),
-            params: None,
+        // Exactly one: the client's own when it still waits here (it reached no server; the
+        // flag is set under the queue's lock with its line queued), else one written anew.
+        let line = queue.take_client_initialized().unwrap_or_else(|| {
+            Outgoing::own(&Message::Notification(crate::message::Notification {
+                method: "notifications/initialized".to_owned(),
+                params: None,
+            }))
         });
-        queue.push_front(Outgoing::own(&line));
+        queue.push_front(line);
     }
     let init = Message::Request(crate::message::Request {
         id: id.clone(),
@@ -458,4 +462,64 @@ pub(super) fn not_running(shared: &Shared) -> ErrorObject {
             shared.config.name
         ),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::{Notification, Request};
+    use crate::wrap::Wrapper;
+
+    fn texts(shared: &Shared) -> Vec<String> {
+        let queue = lock(&shared.queue);
+        let lines = queue.lines().iter();
+        lines
+            .map(|l| String::from_utf8_lossy(&l.bytes).into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn a_restarted_server_gets_notifications_initialized_exactly_once() {
+        let shared = Shared::new(Wrapper::new("unused", ["x"]));
+        *lock(&shared.init) = Some(json!({ "protocolVersion": "2025-11-25" }));
+        shared.initialized.store(true, Ordering::Release);
+        shared.starts.store(1, Ordering::Release);
+        // The client's notification, spelled its own way, still waits (kept for this server),
+        // behind a request of its own.
+        let call = Message::Request(Request {
+            id: RequestId::from(5),
+            method: "tools/call".to_owned(),
+            params: None,
+        });
+        let initialized = br#"{ "method": "notifications/initialized", "jsonrpc": "2.0" }"#;
+        {
+            let mut queue = lock(&shared.queue);
+            queue.push_back(Outgoing::new(&call));
+            queue.push_back(Outgoing::forwarded(initialized.to_vec(), None));
+        }
+        queue_replay(&shared, false);
+        let got = texts(&shared);
+        assert_eq!(got.len(), 3, "{got:?}");
+        assert!(got[0].contains("mcpipe-wrap-replay-1"), "{got:?}");
+        let client = format!("{}\n", String::from_utf8_lossy(initialized));
+        assert_eq!(
+            got[1], client,
+            "the client's own, in place of one written anew"
+        );
+        assert_eq!(got[2], String::from_utf8(call.to_line()).unwrap());
+        // It reached the last server (not queued): one written anew, in the same place.
+        shared.replay_answered();
+        while lock(&shared.queue).pop_front().is_some() {}
+        lock(&shared.queue).push_back(Outgoing::new(&call));
+        queue_replay(&shared, false);
+        let got = texts(&shared);
+        let own = Message::Notification(Notification {
+            method: "notifications/initialized".to_owned(),
+            params: None,
+        });
+        assert_eq!(got.len(), 3, "{got:?}");
+        assert_eq!(got[1], String::from_utf8(own.to_line()).unwrap());
+        let replays = got.iter().filter(|l| l.contains("initialized")).count();
+        assert_eq!(replays, 1, "{got:?}");
+    }
 }

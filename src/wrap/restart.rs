@@ -96,6 +96,23 @@ impl Queue {
     }
 }
 
+impl Queue {
+    /// Takes the client's `notifications/initialized` out of the queue, where it waits (for a
+    /// restarted server: the lines kept are whole by then), so that the replayed handshake
+    /// puts it in its place, right behind `initialize`, instead of sending one of its own.
+    pub(super) fn take_client_initialized(&mut self) -> Option<Outgoing> {
+        let at = self.lines().iter().position(|line| {
+            !line.own
+                && !line.continues
+                && line.request.is_none()
+                && memchr::memmem::find(&line.bytes, b"notifications/initialized").is_some()
+                && matches!(Message::from_slice(&line.bytes),
+                    Ok(Message::Notification(n)) if n.method == "notifications/initialized")
+        })?;
+        self.remove(at)
+    }
+}
+
 /// Whether the next server is to get this whole line (`request`: its id as the server sees
 /// it, when it is a request); a request kept is added to `kept` under the client's id.
 fn keeps(

@@ -391,6 +391,12 @@ impl Queue {
         self.lines.insert(at, line);
     }
 
+    pub(super) fn remove(&mut self, at: usize) -> Option<Outgoing> {
+        let line = self.lines.remove(at)?;
+        self.waiting.fetch_sub(line.bytes.len(), Ordering::Relaxed);
+        Some(line)
+    }
+
     pub(super) fn pop_front(&mut self) -> Option<Outgoing> {
         let line = self.lines.pop_front()?;
         self.waiting.fetch_sub(line.bytes.len(), Ordering::Relaxed);
