@@ -23,11 +23,12 @@ use serde_json::json;
 use super::from_server::ServerOutput;
 use super::ids::{self, RELIST_PREFIX, REPLAY_PREFIX};
 use super::shared::{
-    lock, Outgoing, Pending, Replay, Shared, Stop, KILL_AFTER_TERM, REPLAY_WAIT, STOPPING_TICK,
-    TICK,
+    lock, Outgoing, Pending, Replay, Shared, Stop, HOLD_BYTES, KILL_AFTER_TERM, REPLAY_WAIT,
+    STOPPING_TICK, TICK,
 };
 use super::to_server;
 use crate::diagnostics;
+use crate::id_map::IdSet;
 use crate::line_buffer::{Line, LineBuffer};
 use crate::message::{ErrorCode, ErrorObject, Message, RequestId};
 use crate::process_tree::ProcessTree;
@@ -220,7 +221,7 @@ fn run_once(shared: &Arc<Shared>, handle: &LoopHandle) -> std::io::Result<Life> 
             break status;
         }
         tree.scan_if_due();
-        expire_deadlines(shared);
+        expire_deadlines(shared, handle);
         shared.settle_probe();
         if retired.is_none() && shared.stopping().is_none() {
             let why = if let Some(pipe) = lost_pipe(shared, life, &refused) {
@@ -393,30 +394,57 @@ fn start_pipes(
     threads
 }
 
-/// Answers overdue requests with an error and tells the server they are cancelled.
-fn expire_deadlines(shared: &Shared) {
-    let now = Instant::now();
-    let overdue: Vec<(RequestId, Pending)> = {
-        let mut pending = lock(&shared.pending);
-        let ids: Vec<RequestId> = pending
-            .iter()
-            .filter(|(_, p)| p.deadline.is_some_and(|d| now >= d))
-            .map(|(id, _)| id.clone())
-            .collect();
-        ids.into_iter()
-            .filter_map(|id| pending.remove(&id).map(|p| (id, p)))
-            .collect()
+/// Answers overdue requests with an error. One whose line still waits for the server's stdin
+/// is taken out of the queue (the server never sees it, nor a cancellation); the server gets
+/// `notifications/cancelled` for each of the others.
+fn expire_deadlines(shared: &Shared, handle: &LoopHandle) {
+    let Some(timeout) = shared.config.request_timeout else {
+        return; // no deadlines
     };
+    let now = Instant::now();
+    let due = |p: &Pending| p.deadline.is_some_and(|d| now >= d);
+    if !lock(&shared.pending).values().any(due) {
+        return; // the usual look: no lock of the queue
+    }
+    let (overdue, withdrawn, released) = {
+        // Queue first, as `send` files a request with its line: a request's line is either
+        // still queued here, or the writer took it.
+        let mut queue = lock(&shared.queue);
+        let overdue: Vec<(RequestId, Pending)> = {
+            let mut pending = lock(&shared.pending);
+            let ids: Vec<RequestId> = pending
+                .iter()
+                .filter(|(_, p)| due(p))
+                .map(|(id, _)| id.clone())
+                .collect();
+            ids.into_iter()
+                .filter_map(|id| pending.remove(&id).map(|p| (id, p)))
+                .collect()
+        };
+        let sent: IdSet = overdue
+            .iter()
+            .map(|(id, _)| ids::sent(id).into_owned())
+            .collect();
+        let held = queue.waiting() > HOLD_BYTES;
+        let withdrawn = queue.withdraw(&sent);
+        (overdue, withdrawn, held && queue.waiting() <= HOLD_BYTES)
+    };
+    if released {
+        to_server::released_hold(handle);
+    }
     for (id, p) in overdue {
-        let timeout = shared.config.request_timeout.unwrap_or_default();
         p.responder.respond(Err(ErrorObject::internal(format!(
             "internal error: the wrapped server did not answer {} within {} ms",
             p.method,
             timeout.as_millis()
         ))));
+        let sent = ids::sent(&id);
+        if withdrawn.contains(sent.as_ref()) {
+            continue; // it never reached the server
+        }
         shared.to_server(&Message::Notification(crate::message::Notification {
             method: "notifications/cancelled".to_owned(),
-            params: Some(json!({ "requestId": ids::sent(&id).to_value(), "reason": "timeout" })),
+            params: Some(json!({ "requestId": sent.to_value(), "reason": "timeout" })),
         }));
     }
 }

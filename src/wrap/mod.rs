@@ -138,7 +138,8 @@ impl Wrapper {
     }
 
     /// A deadline for every request: an overdue one is answered with an error and the server
-    /// gets `notifications/cancelled` for it. None by default.
+    /// gets `notifications/cancelled` for it, or, when its line still waited for the server's
+    /// stdin, it is taken out of the queue (the server never gets it). None by default.
     pub fn request_timeout(mut self, timeout: Option<Duration>) -> Wrapper {
         self.request_timeout = timeout;
         self
