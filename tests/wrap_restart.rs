@@ -117,6 +117,14 @@ fn without_pacing_too_nothing_follows_a_replayed_initialize_until_it_is_answered
 }
 
 #[test]
+fn replay_timeout_ms_sets_how_long_a_restarted_server_may_take_to_answer_initialize() {
+    let _w = watchdog("wrap_replay_timeout", Duration::from_secs(60));
+    let flags = ["--replay-timeout-ms", "400"];
+    let took = a_silent_replay_ends_the_server_once(&flags, "replay-timeout", "400 ms");
+    assert!(took < Duration::from_secs(8), "{took:?}");
+}
+
+#[test]
 fn a_restarted_server_gets_notifications_initialized_once() {
     // The first server dies with the client's `initialize` in its pipe, unread, while the
     // client's pings, `notifications/initialized` and `tools/list` wait in the wrapper: the

@@ -23,8 +23,7 @@ use serde_json::json;
 use super::from_server::ServerOutput;
 use super::ids::{self, RELIST_PREFIX, REPLAY_PREFIX};
 use super::shared::{
-    lock, Outgoing, Pending, Replay, Shared, Stop, HOLD_BYTES, KILL_AFTER_TERM, REPLAY_WAIT,
-    STOPPING_TICK, TICK,
+    lock, Outgoing, Pending, Replay, Shared, Stop, HOLD_BYTES, KILL_AFTER_TERM, STOPPING_TICK, TICK,
 };
 use super::to_server;
 use crate::diagnostics;
@@ -286,14 +285,15 @@ fn lost_pipe(shared: &Shared, life: u32, refused: &AtomicBool) -> Option<&'stati
     }
 }
 
-/// Whether the running server has had the replayed `initialize` for [`REPLAY_WAIT`] without
+/// Whether the running server has had the replayed `initialize` for the replay timeout
+/// ([`Wrapper::replay_timeout`](super::Wrapper::replay_timeout)) without
 /// answering it (nothing else is written to it meanwhile: without an end, every later line
 /// would wait).
 fn replay_overdue(shared: &Shared) -> bool {
     lock(&shared.replay)
         .as_ref()
         .and_then(|r| r.written)
-        .is_some_and(|t| t.elapsed() >= REPLAY_WAIT)
+        .is_some_and(|t| t.elapsed() >= shared.config.replay_timeout)
 }
 
 /// Why the wrapper gives up on a server that still runs.
@@ -323,8 +323,8 @@ fn retire(shared: &Shared, alive: &AtomicBool, why: Retirement) -> (Stop, bool) 
         ),
         Retirement::SilentReplay => (
             format!(
-                "did not answer the replayed initialize within {} s",
-                REPLAY_WAIT.as_secs()
+                "did not answer the replayed initialize within {}",
+                spoken(shared.config.replay_timeout)
             ),
             ErrorObject::internal(format!(
                 "internal error: the wrapped server {name} did not answer the replayed \
@@ -348,6 +348,17 @@ fn retire(shared: &Shared, alive: &AtomicBool, why: Retirement) -> (Stop, bool) 
         kill_after: KILL_AFTER_TERM,
     };
     (stop, client_init_kept)
+}
+
+/// A duration as the wrapper's lines say it: whole seconds in seconds ("10 s"), else in
+/// milliseconds ("400 ms").
+fn spoken(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms >= 1000 && ms.is_multiple_of(1000) {
+        format!("{} s", ms / 1000)
+    } else {
+        format!("{ms} ms")
+    }
 }
 
 fn start_pipes(

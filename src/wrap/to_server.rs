@@ -279,7 +279,7 @@ pub(super) fn write_lines(
             return;
         }
         // After a replayed `initialize`, nothing else until the server answered it (the
-        // supervisor ends a server that takes longer than `REPLAY_WAIT` from now).
+        // supervisor ends a server that takes longer than the replay timeout from now).
         let mut replay = lock(&shared.replay);
         if let Some(replay) = replay.as_mut() {
             replay.written.get_or_insert_with(Instant::now);
