@@ -4,22 +4,38 @@
 
 mod util;
 
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
+use util::mcp::Proc;
 use util::watchdog;
-use util::wrap::{burst, pid_file, received, received_until, responses, wrapped};
+use util::wrap::{burst, pid_file, pids_in, received, received_until, responses, wrapped};
+
+/// The `held` fixture behind `mcpipe wrap --timeout-ms 1000`, past the handshake; its log, and
+/// the file that lets it read on. A notification starts it first, so that its start-up counts
+/// against no deadline.
+fn held(test: &str) -> (Proc, PathBuf, PathBuf) {
+    let log = pid_file(test);
+    let go = log.with_extension("go");
+    let _ = std::fs::remove_file(&go);
+    let mut p = wrapped(&["--timeout-ms", "1000"], "held", log.to_str());
+    p.notify("notifications/roots/list_changed", json!({}));
+    let until = Instant::now() + Duration::from_secs(10);
+    while pids_in(&log).is_empty() {
+        assert!(Instant::now() < until, "the server never started");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    burst(&mut p);
+    p.result(0);
+    p.result(1);
+    (p, log, go)
+}
 
 #[test]
 fn a_request_answered_at_its_deadline_before_it_was_written_never_reaches_the_server() {
     let _w = watchdog("wrap_timeout_unwritten", Duration::from_secs(60));
-    let log = pid_file("timeout-unwritten");
-    let go = log.with_extension("go");
-    let _ = std::fs::remove_file(&go);
-    let mut p = wrapped(&["--timeout-ms", "300"], "held", log.to_str());
-    burst(&mut p);
-    p.result(0);
-    p.result(1);
+    let (mut p, log, go) = held("timeout-unwritten");
     // The server takes call 2 and then reads nothing until told to.
     p.call(2, "hold", json!({}));
     let got = received_until(&log, Duration::from_secs(10), |m| m["id"] == 2);
@@ -34,10 +50,11 @@ fn a_request_answered_at_its_deadline_before_it_was_written_never_reaches_the_se
     p.write_raw((3..=5).map(call).collect::<String>().as_bytes());
     for (id, answer) in responses(&mut p, 2..=5, Duration::from_secs(10)) {
         let message = answer["error"]["message"].as_str().unwrap_or_default();
-        assert!(message.contains("within 300 ms"), "{id}: {answer}");
+        assert!(message.contains("within 1000 ms"), "{id}: {answer}");
     }
     std::fs::write(&go, b"").unwrap();
-    // Once the server answered a later call, it has received all that came before.
+    // Once the server answered a later call, it has received all that came before (the
+    // cancellations too: each is queued before the client has the error).
     p.call(6, "echo", json!({}));
     p.result(6);
     let got = received(&log);
@@ -63,12 +80,7 @@ fn requests_answered_at_their_deadline_free_the_held_input_of_a_server_that_read
     // more input. At their deadline they are dropped from the queue, and the client's next
     // request is read and answered (by the wrapper, at its own deadline) without the server.
     let _w = watchdog("wrap_timeout_hold", Duration::from_secs(60));
-    let log = pid_file("timeout-hold");
-    let go = log.with_extension("go");
-    let _ = std::fs::remove_file(&go);
-    let mut p = wrapped(&["--timeout-ms", "500"], "held", log.to_str());
-    burst(&mut p);
-    p.result(1);
+    let (mut p, log, go) = held("timeout-hold");
     p.call(2, "hold", json!({}));
     received_until(&log, Duration::from_secs(10), |m| m["id"] == 2);
     let text = "x".repeat(64 << 10);
@@ -91,7 +103,7 @@ fn requests_answered_at_their_deadline_free_the_held_input_of_a_server_that_read
         assert_eq!(answer["error"]["code"], -32603, "{id}: {answer}");
     }
     assert!(
-        started.elapsed() < Duration::from_secs(10),
+        started.elapsed() < Duration::from_secs(20),
         "{:?}",
         started.elapsed()
     );

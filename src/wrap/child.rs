@@ -23,7 +23,7 @@ use serde_json::json;
 use super::from_server::ServerOutput;
 use super::ids::{self, RELIST_PREFIX, REPLAY_PREFIX};
 use super::shared::{
-    lock, Outgoing, Pending, Replay, Shared, Stop, HOLD_BYTES, KILL_AFTER_TERM, STOPPING_TICK, TICK,
+    lock, Outgoing, Pending, Replay, Shared, Stop, KILL_AFTER_TERM, STOPPING_TICK, TICK,
 };
 use super::to_server;
 use crate::diagnostics;
@@ -220,7 +220,7 @@ fn run_once(shared: &Arc<Shared>, handle: &LoopHandle) -> std::io::Result<Life> 
             break status;
         }
         tree.scan_if_due();
-        expire_deadlines(shared, handle);
+        expire_deadlines(shared);
         shared.settle_probe();
         if retired.is_none() && shared.stopping().is_none() {
             let why = if let Some(pipe) = lost_pipe(shared, life, &refused) {
@@ -408,7 +408,7 @@ fn start_pipes(
 /// Answers overdue requests with an error. One whose line still waits for the server's stdin
 /// is taken out of the queue (the server never sees it, nor a cancellation); the server gets
 /// `notifications/cancelled` for each of the others.
-fn expire_deadlines(shared: &Shared, handle: &LoopHandle) {
+fn expire_deadlines(shared: &Shared) {
     let Some(timeout) = shared.config.request_timeout else {
         return; // no deadlines
     };
@@ -417,7 +417,7 @@ fn expire_deadlines(shared: &Shared, handle: &LoopHandle) {
     if !lock(&shared.pending).values().any(due) {
         return; // the usual look: no lock of the queue
     }
-    let (overdue, withdrawn, released) = {
+    let (overdue, withdrawn) = {
         // Queue first, as `send` files a request with its line: a request's line is either
         // still queued here, or the writer took it.
         let mut queue = lock(&shared.queue);
@@ -436,27 +436,25 @@ fn expire_deadlines(shared: &Shared, handle: &LoopHandle) {
             .iter()
             .map(|(id, _)| ids::sent(id).into_owned())
             .collect();
-        let held = queue.waiting() > HOLD_BYTES;
-        let withdrawn = queue.withdraw(&sent);
-        (overdue, withdrawn, held && queue.waiting() <= HOLD_BYTES)
+        (overdue, queue.withdraw(&sent))
     };
-    if released {
-        to_server::released_hold(handle);
-    }
     for (id, p) in overdue {
+        // The cancellation first: whatever the client sends once it has the error reaches the
+        // server after it.
+        let sent = ids::sent(&id);
+        if !withdrawn.contains(sent.as_ref()) {
+            shared.to_server(&Message::Notification(crate::message::Notification {
+                method: "notifications/cancelled".to_owned(),
+                params: Some(json!({ "requestId": sent.to_value(), "reason": "timeout" })),
+            }));
+        }
+        // An event after which the loop asks again whether it holds the client's input
+        // (`Handler::holds_input`): lines taken back may have ended the hold.
         p.responder.respond(Err(ErrorObject::internal(format!(
             "internal error: the wrapped server did not answer {} within {} ms",
             p.method,
             timeout.as_millis()
         ))));
-        let sent = ids::sent(&id);
-        if withdrawn.contains(sent.as_ref()) {
-            continue; // it never reached the server
-        }
-        shared.to_server(&Message::Notification(crate::message::Notification {
-            method: "notifications/cancelled".to_owned(),
-            params: Some(json!({ "requestId": sent.to_value(), "reason": "timeout" })),
-        }));
     }
 }
 

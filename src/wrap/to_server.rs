@@ -20,12 +20,6 @@ use crate::sys;
 /// What the writer posts to the loop when the lines waiting fell under the hold.
 struct Released;
 
-/// Tells the loop the lines waiting fell under the hold ([`HOLD_BYTES`]): it holds the
-/// client's input until it hears this (`Handler::holds_input`).
-pub(super) fn released_hold(handle: &LoopHandle) {
-    let _ = handle.post(Box::new(Released));
-}
-
 /// Writes to a pipe up to this size are atomic: a probe's two lines reach the server in one
 /// piece.
 const PIPE_BUF: usize = 4096;
@@ -261,7 +255,7 @@ pub(super) fn write_lines(
         };
         if released {
             // The loop holds the client's input until it hears this (`Handler::holds_input`).
-            released_hold(handle);
+            let _ = handle.post(Box::new(Released));
         }
         let Some(probe) = taken else {
             wait_until_taken(&stdin, alive);
