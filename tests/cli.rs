@@ -133,6 +133,10 @@ fn options_that_cannot_work_are_usage_errors_before_anything_runs() {
             "--timeout-ms must be at least 1",
         ),
         (
+            &["wrap", "--replay-timeout-ms", "0", "--", "true"][..],
+            "--replay-timeout-ms must be at least 1",
+        ),
+        (
             &[
                 "probe",
                 "--junit",

@@ -7,32 +7,8 @@ mod util;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use util::mcp::Proc;
 use util::watchdog;
-use util::wrap::{burst, pid_file, pids_in, wrapped};
-
-/// The responses to `ids`, in the order of the ids, whatever order they came in.
-fn responses(
-    p: &mut Proc,
-    ids: std::ops::RangeInclusive<i64>,
-    within: Duration,
-) -> Vec<(i64, serde_json::Value)> {
-    let until = Instant::now() + within;
-    let mut got = std::collections::BTreeMap::new();
-    while got.len() < ids.clone().count() {
-        let left = until.saturating_duration_since(Instant::now());
-        let Some(msg) = p.next_within(left) else {
-            panic!(
-                "answers {got:?} of {ids:?}; stderr: {}",
-                p.stderr.lock().unwrap()
-            );
-        };
-        if let Some(id) = msg["id"].as_i64().filter(|id| ids.contains(id)) {
-            got.insert(id, msg);
-        }
-    }
-    got.into_iter().collect()
-}
+use util::wrap::{burst, pid_file, pids_in, received, responses, wrapped};
 
 #[test]
 fn a_request_not_yet_written_to_a_crashed_server_is_answered_by_the_next_one_only() {
@@ -92,21 +68,24 @@ fn a_request_not_yet_written_to_a_crashed_server_is_answered_by_the_next_one_onl
 }
 
 /// A restarted server (its second start) reads on but never answers `initialize`: the wrapper
-/// waits 10 s for it once, sending it nothing else, says so, ends it and starts a third, which
-/// serves the waiting call; no write after that waits for anything.
-fn a_silent_replay_ends_the_server_once(flags: &[&str], test: &str) {
+/// waits for it once (`waited`: 10 s unless the flags say otherwise), sending it nothing else,
+/// says so, ends it and starts a third, which serves the waiting call; no write after that
+/// waits for anything. Returns how long the call waited.
+fn a_silent_replay_ends_the_server_once(flags: &[&str], test: &str, waited: &str) -> Duration {
     let pids = pid_file(test);
     let mut p = wrapped(flags, "silent-replay", pids.to_str());
     burst(&mut p);
     p.result(1);
     p.call(2, "crash", json!({}));
     assert_eq!(p.error_code(2), -32603);
+    let called = Instant::now();
     p.call(3, "echo", json!({}));
     let answer = &responses(&mut p, 3..=3, Duration::from_secs(30))[0].1;
+    let took = called.elapsed();
     assert_eq!(answer["result"]["content"][0]["text"], "ok", "{answer}");
-    let said = "hazard did not answer the replayed initialize within 10 s";
-    let stderr = p.stderr_with(said);
-    assert!(stderr.contains(said), "{stderr}");
+    let said = format!("hazard did not answer the replayed initialize within {waited}");
+    let stderr = p.stderr_with(&said);
+    assert!(stderr.contains(&said), "{stderr}");
     assert_eq!(pids_in(&pids).len(), 3, "{stderr}");
     let started = Instant::now();
     for id in 4..9 {
@@ -121,16 +100,66 @@ fn a_silent_replay_ends_the_server_once(flags: &[&str], test: &str) {
     p.close_stdin();
     assert_eq!(p.wait_exit(), Some(0));
     let _ = std::fs::remove_file(&pids);
+    took
 }
 
 #[test]
 fn a_restarted_server_that_never_answers_the_replayed_initialize_is_ended_once() {
     let _w = watchdog("wrap_silent_replay", Duration::from_secs(60));
-    a_silent_replay_ends_the_server_once(&[], "silent-replay");
+    let took = a_silent_replay_ends_the_server_once(&[], "silent-replay", "10 s");
+    assert!(took >= Duration::from_secs(9), "{took:?}");
 }
 
 #[test]
 fn without_pacing_too_nothing_follows_a_replayed_initialize_until_it_is_answered() {
     let _w = watchdog("wrap_silent_replay_unpaced", Duration::from_secs(60));
-    a_silent_replay_ends_the_server_once(&["--no-pacing"], "silent-replay-unpaced");
+    a_silent_replay_ends_the_server_once(&["--no-pacing"], "silent-replay-unpaced", "10 s");
+}
+
+#[test]
+fn replay_timeout_ms_sets_how_long_a_restarted_server_may_take_to_answer_initialize() {
+    let _w = watchdog("wrap_replay_timeout", Duration::from_secs(60));
+    let flags = ["--replay-timeout-ms", "400"];
+    let took = a_silent_replay_ends_the_server_once(&flags, "replay-timeout", "400 ms");
+    assert!(took < Duration::from_secs(8), "{took:?}");
+}
+
+#[test]
+fn a_restarted_server_gets_notifications_initialized_once() {
+    // The first server dies with the client's `initialize` in its pipe, unread, while the
+    // client's pings, `notifications/initialized` and `tools/list` wait in the wrapper: the
+    // next server gets the replayed handshake (the client's notification not a second time),
+    // then the rest.
+    let _w = watchdog("wrap_initialized_once", Duration::from_secs(60));
+    let log = pid_file("initialized-once");
+    let mut p = wrapped(&[], "deaf-first", log.to_str());
+    let init = json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
+        "protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}});
+    let ping = |id: i64| json!({"jsonrpc":"2.0","id":id,"method":"ping"});
+    let initialized = json!({"jsonrpc":"2.0","method":"notifications/initialized"});
+    let list = json!({"jsonrpc":"2.0","id":1,"method":"tools/list"});
+    let (two, three) = (ping(2), ping(3));
+    p.write_raw(format!("{init}\n{two}\n{three}\n{initialized}\n{list}\n").as_bytes());
+    let answers = responses(&mut p, 0..=3, Duration::from_secs(10));
+    assert_eq!(answers[0].1["error"]["data"]["exitCode"], 7, "{answers:?}");
+    assert!(answers[1].1["result"]["tools"].is_array(), "{answers:?}");
+    let methods: Vec<serde_json::Value> = received(&log)
+        .into_iter()
+        .filter(|m| m["start"] == 2)
+        .map(|m| m["method"].clone())
+        .collect();
+    let initialized = methods
+        .iter()
+        .filter(|m| **m == "notifications/initialized")
+        .count();
+    assert_eq!(initialized, 1, "{methods:?}");
+    assert_eq!(
+        methods[..2],
+        ["initialize", "notifications/initialized"],
+        "{methods:?}"
+    );
+    assert_eq!(methods.last(), Some(&json!("tools/list")), "{methods:?}");
+    p.close_stdin();
+    assert_eq!(p.wait_exit(), Some(0));
+    let _ = std::fs::remove_file(&log);
 }

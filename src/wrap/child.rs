@@ -23,11 +23,11 @@ use serde_json::json;
 use super::from_server::ServerOutput;
 use super::ids::{self, RELIST_PREFIX, REPLAY_PREFIX};
 use super::shared::{
-    lock, Outgoing, Pending, Replay, Shared, Stop, KILL_AFTER_TERM, REPLAY_WAIT, STOPPING_TICK,
-    TICK,
+    lock, Outgoing, Pending, Replay, Shared, Stop, KILL_AFTER_TERM, STOPPING_TICK, TICK,
 };
 use super::to_server;
 use crate::diagnostics;
+use crate::id_map::IdSet;
 use crate::line_buffer::{Line, LineBuffer};
 use crate::message::{ErrorCode, ErrorObject, Message, RequestId};
 use crate::process_tree::ProcessTree;
@@ -144,11 +144,15 @@ fn queue_replay(shared: &Shared, client_init_kept: bool) {
     let id = RequestId::from(format!("{REPLAY_PREFIX}{}", shared.starts()));
     let mut queue = lock(&shared.queue);
     if shared.initialized.load(Ordering::Acquire) {
-        let line = Message::Notification(crate::message::Notification {
-            method: "notifications/initialized".to_owned(),
-            params: None,
+        // Exactly one: the client's own when it still waits here (it reached no server; the
+        // flag is set under the queue's lock with its line queued), else one written anew.
+        let line = queue.take_client_initialized().unwrap_or_else(|| {
+            Outgoing::own(&Message::Notification(crate::message::Notification {
+                method: "notifications/initialized".to_owned(),
+                params: None,
+            }))
         });
-        queue.push_front(Outgoing::own(&line));
+        queue.push_front(line);
     }
     let init = Message::Request(crate::message::Request {
         id: id.clone(),
@@ -281,14 +285,15 @@ fn lost_pipe(shared: &Shared, life: u32, refused: &AtomicBool) -> Option<&'stati
     }
 }
 
-/// Whether the running server has had the replayed `initialize` for [`REPLAY_WAIT`] without
+/// Whether the running server has had the replayed `initialize` for the replay timeout
+/// ([`Wrapper::replay_timeout`](super::Wrapper::replay_timeout)) without
 /// answering it (nothing else is written to it meanwhile: without an end, every later line
 /// would wait).
 fn replay_overdue(shared: &Shared) -> bool {
     lock(&shared.replay)
         .as_ref()
         .and_then(|r| r.written)
-        .is_some_and(|t| t.elapsed() >= REPLAY_WAIT)
+        .is_some_and(|t| t.elapsed() >= shared.config.replay_timeout)
 }
 
 /// Why the wrapper gives up on a server that still runs.
@@ -318,8 +323,8 @@ fn retire(shared: &Shared, alive: &AtomicBool, why: Retirement) -> (Stop, bool) 
         ),
         Retirement::SilentReplay => (
             format!(
-                "did not answer the replayed initialize within {} s",
-                REPLAY_WAIT.as_secs()
+                "did not answer the replayed initialize within {}",
+                spoken(shared.config.replay_timeout)
             ),
             ErrorObject::internal(format!(
                 "internal error: the wrapped server {name} did not answer the replayed \
@@ -343,6 +348,17 @@ fn retire(shared: &Shared, alive: &AtomicBool, why: Retirement) -> (Stop, bool) 
         kill_after: KILL_AFTER_TERM,
     };
     (stop, client_init_kept)
+}
+
+/// A duration as the wrapper's lines say it: whole seconds in seconds ("10 s"), else in
+/// milliseconds ("400 ms").
+fn spoken(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms >= 1000 && ms.is_multiple_of(1000) {
+        format!("{} s", ms / 1000)
+    } else {
+        format!("{ms} ms")
+    }
 }
 
 fn start_pipes(
@@ -389,31 +405,56 @@ fn start_pipes(
     threads
 }
 
-/// Answers overdue requests with an error and tells the server they are cancelled.
+/// Answers overdue requests with an error. One whose line still waits for the server's stdin
+/// is taken out of the queue (the server never sees it, nor a cancellation); the server gets
+/// `notifications/cancelled` for each of the others.
 fn expire_deadlines(shared: &Shared) {
+    let Some(timeout) = shared.config.request_timeout else {
+        return; // no deadlines
+    };
     let now = Instant::now();
-    let overdue: Vec<(RequestId, Pending)> = {
-        let mut pending = lock(&shared.pending);
-        let ids: Vec<RequestId> = pending
+    let due = |p: &Pending| p.deadline.is_some_and(|d| now >= d);
+    if !lock(&shared.pending).values().any(due) {
+        return; // the usual look: no lock of the queue
+    }
+    let (overdue, withdrawn) = {
+        // Queue first, as `send` files a request with its line: a request's line is either
+        // still queued here, or the writer took it.
+        let mut queue = lock(&shared.queue);
+        let overdue: Vec<(RequestId, Pending)> = {
+            let mut pending = lock(&shared.pending);
+            let ids: Vec<RequestId> = pending
+                .iter()
+                .filter(|(_, p)| due(p))
+                .map(|(id, _)| id.clone())
+                .collect();
+            ids.into_iter()
+                .filter_map(|id| pending.remove(&id).map(|p| (id, p)))
+                .collect()
+        };
+        let sent: IdSet = overdue
             .iter()
-            .filter(|(_, p)| p.deadline.is_some_and(|d| now >= d))
-            .map(|(id, _)| id.clone())
+            .map(|(id, _)| ids::sent(id).into_owned())
             .collect();
-        ids.into_iter()
-            .filter_map(|id| pending.remove(&id).map(|p| (id, p)))
-            .collect()
+        (overdue, queue.withdraw(&sent))
     };
     for (id, p) in overdue {
-        let timeout = shared.config.request_timeout.unwrap_or_default();
+        // The cancellation first: whatever the client sends once it has the error reaches the
+        // server after it.
+        let sent = ids::sent(&id);
+        if !withdrawn.contains(sent.as_ref()) {
+            shared.to_server(&Message::Notification(crate::message::Notification {
+                method: "notifications/cancelled".to_owned(),
+                params: Some(json!({ "requestId": sent.to_value(), "reason": "timeout" })),
+            }));
+        }
+        // An event after which the loop asks again whether it holds the client's input
+        // (`Handler::holds_input`): lines taken back may have ended the hold.
         p.responder.respond(Err(ErrorObject::internal(format!(
             "internal error: the wrapped server did not answer {} within {} ms",
             p.method,
             timeout.as_millis()
         ))));
-        shared.to_server(&Message::Notification(crate::message::Notification {
-            method: "notifications/cancelled".to_owned(),
-            params: Some(json!({ "requestId": ids::sent(&id).to_value(), "reason": "timeout" })),
-        }));
     }
 }
 
@@ -458,4 +499,64 @@ pub(super) fn not_running(shared: &Shared) -> ErrorObject {
             shared.config.name
         ),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::{Notification, Request};
+    use crate::wrap::Wrapper;
+
+    fn texts(shared: &Shared) -> Vec<String> {
+        let queue = lock(&shared.queue);
+        let lines = queue.lines().iter();
+        lines
+            .map(|l| String::from_utf8_lossy(&l.bytes).into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn a_restarted_server_gets_notifications_initialized_exactly_once() {
+        let shared = Shared::new(Wrapper::new("unused", ["x"]));
+        *lock(&shared.init) = Some(json!({ "protocolVersion": "2025-11-25" }));
+        shared.initialized.store(true, Ordering::Release);
+        shared.starts.store(1, Ordering::Release);
+        // The client's notification, spelled its own way, still waits (kept for this server),
+        // behind a request of its own.
+        let call = Message::Request(Request {
+            id: RequestId::from(5),
+            method: "tools/call".to_owned(),
+            params: None,
+        });
+        let initialized = br#"{ "method": "notifications/initialized", "jsonrpc": "2.0" }"#;
+        {
+            let mut queue = lock(&shared.queue);
+            queue.push_back(Outgoing::new(&call));
+            queue.push_back(Outgoing::forwarded(initialized.to_vec(), None));
+        }
+        queue_replay(&shared, false);
+        let got = texts(&shared);
+        assert_eq!(got.len(), 3, "{got:?}");
+        assert!(got[0].contains("mcpipe-wrap-replay-1"), "{got:?}");
+        let client = format!("{}\n", String::from_utf8_lossy(initialized));
+        assert_eq!(
+            got[1], client,
+            "the client's own, in place of one written anew"
+        );
+        assert_eq!(got[2], String::from_utf8(call.to_line()).unwrap());
+        // It reached the last server (not queued): one written anew, in the same place.
+        shared.replay_answered();
+        while lock(&shared.queue).pop_front().is_some() {}
+        lock(&shared.queue).push_back(Outgoing::new(&call));
+        queue_replay(&shared, false);
+        let got = texts(&shared);
+        let own = Message::Notification(Notification {
+            method: "notifications/initialized".to_owned(),
+            params: None,
+        });
+        assert_eq!(got.len(), 3, "{got:?}");
+        assert_eq!(got[1], String::from_utf8(own.to_line()).unwrap());
+        let replays = got.iter().filter(|l| l.contains("initialized")).count();
+        assert_eq!(replays, 1, "{got:?}");
+    }
 }

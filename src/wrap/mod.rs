@@ -43,6 +43,10 @@ const IN_FLIGHT: usize = 4096;
 /// flood.
 const READ_AHEAD_BYTES: usize = 4 << 20;
 
+/// How long a restarted server may take to answer the replayed `initialize` by default
+/// ([`Wrapper::replay_timeout`]).
+const REPLAY_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// How a wrap ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -91,14 +95,16 @@ pub struct Wrapper {
     name: String,
     pacing: bool,
     request_timeout: Option<Duration>,
+    replay_timeout: Duration,
     max_restarts: u32,
     restart_window: Duration,
     grace: Duration,
 }
 
 impl Wrapper {
-    /// Wraps `program` with `args`. Defaults: pacing on, no request timeout, at most 5 restarts
-    /// within 60 s, 2 s between closing the server's stdin and SIGTERM at the end.
+    /// Wraps `program` with `args`. Defaults: pacing on, no request timeout, 10 s for a restarted
+    /// server to answer the replayed `initialize`, at most 5 restarts within 60 s, 2 s between
+    /// closing the server's stdin and SIGTERM at the end.
     pub fn new<I, S>(program: impl Into<OsString>, args: I) -> Wrapper
     where
         I: IntoIterator<Item = S>,
@@ -114,6 +120,7 @@ impl Wrapper {
             name,
             pacing: true,
             request_timeout: None,
+            replay_timeout: REPLAY_TIMEOUT,
             max_restarts: 5,
             restart_window: Duration::from_secs(60),
             grace: Duration::from_secs(2),
@@ -138,9 +145,20 @@ impl Wrapper {
     }
 
     /// A deadline for every request: an overdue one is answered with an error and the server
-    /// gets `notifications/cancelled` for it. None by default.
+    /// gets `notifications/cancelled` for it, or, when its line still waited for the server's
+    /// stdin, it is taken out of the queue (the server never gets it). None by default.
     pub fn request_timeout(mut self, timeout: Option<Duration>) -> Wrapper {
         self.request_timeout = timeout;
+        self
+    }
+
+    /// How long a restarted server may take to answer the replayed `initialize` (10 s by
+    /// default). Nothing else is written to it meanwhile, so past that it counts as failed: it
+    /// is ended (a line on stderr says so) and restarted, within the restart budget. Give a
+    /// server that is slow to start (one that loads or indexes much at start-up) more; the
+    /// request timeout does not apply here, as a start is not a request of the client's.
+    pub fn replay_timeout(mut self, timeout: Duration) -> Wrapper {
+        self.replay_timeout = timeout;
         self
     }
 

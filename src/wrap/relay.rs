@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use super::child;
 use super::from_server::{self, ServerOutput};
 use super::ids;
-use super::shared::{is_remembered_list, Pending, Shared, HOLD_BYTES};
+use super::shared::{is_remembered_list, lock, Pending, Shared, HOLD_BYTES};
 use crate::deadline;
 use crate::diagnostics;
 use crate::error::Outcome;
@@ -136,11 +136,14 @@ impl Handler for Relay {
 
     fn handle_notification(&mut self, notification: Notification, cx: &mut Context<'_>) {
         self.start(cx);
+        // Under the queue's lock, with its line: a restart's replay sees the flag and the line
+        // together, or neither (then the line comes after the replay), never the flag alone.
+        let queue = lock(&self.shared.queue);
         if notification.method == "notifications/initialized" {
             self.shared.initialized.store(true, Ordering::Release);
         }
         self.shared.forward(
-            None,
+            Some(queue),
             &Message::Notification(notification),
             cx.take_raw_line(),
         );

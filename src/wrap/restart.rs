@@ -8,6 +8,10 @@
 //! reaches the new one (it would read a broken line), nor does what meant something only to
 //! the old one: the wrapper's own lines, the client's answers to its requests, cancellations
 //! of requests it had (each one is answered by now, or dropped with its line).
+//!
+//! The same rule holds within one life: a request the wrapper answered itself (at its deadline)
+//! while its line still waited is taken out of the queue ([`Queue::withdraw`]), so that no
+//! server runs what the client was told failed; one begun is cancelled instead.
 
 use memchr::memchr;
 
@@ -94,6 +98,78 @@ impl Queue {
         }
         kept
     }
+}
+
+impl Queue {
+    /// Takes the client's `notifications/initialized` out of the queue, where it waits (for a
+    /// restarted server: the lines kept are whole by then), so that the replayed handshake
+    /// puts it in its place, right behind `initialize`, instead of sending one of its own.
+    pub(super) fn take_client_initialized(&mut self) -> Option<Outgoing> {
+        let at = self.lines().iter().position(|line| {
+            !line.own
+                && !line.continues
+                && line.request.is_none()
+                && memchr::memmem::find(&line.bytes, b"notifications/initialized").is_some()
+                && matches!(Message::from_slice(&line.bytes),
+                    Ok(Message::Notification(n)) if n.method == "notifications/initialized")
+        })?;
+        self.remove(at)
+    }
+}
+
+impl Queue {
+    /// Takes out of the queue the lines of the requests in `ids` (as the server sees them) that
+    /// were not begun, and returns those ids: they are to reach no server. A request not among
+    /// them was begun (written, even in part, or in the writer's hands) and may run.
+    pub(super) fn withdraw(&mut self, ids: &IdSet) -> IdSet {
+        let mut taken = IdSet::default();
+        if !self.gathered.is_empty() {
+            // Gathered in the loop's pass: whole lines, none written.
+            let gathered = std::mem::take(&mut self.gathered);
+            self.gathered = without(&gathered, 0, ids, &mut taken);
+        }
+        let mut next = Vec::new();
+        while let Some(mut line) = self.pop_front() {
+            if !line.continues {
+                match line.request.take() {
+                    Some(id) if ids.contains(&id) => {
+                        taken.insert(id);
+                    }
+                    request => next.push(Outgoing { request, ..line }),
+                }
+                continue;
+            }
+            // Whole lines, but for the rest of one begun, which goes as it is.
+            let from = if line.begun {
+                memchr(b'\n', &line.bytes).map_or(line.bytes.len(), |end| end + 1)
+            } else {
+                0
+            };
+            line.bytes = without(&line.bytes, from, ids, &mut taken);
+            if !line.bytes.is_empty() {
+                next.push(line);
+            }
+        }
+        for line in next {
+            self.push_back(line);
+        }
+        taken
+    }
+}
+
+/// `bytes` without those of its whole lines from `from` on that are requests in `ids` (their
+/// ids added to `taken`).
+fn without(bytes: &[u8], from: usize, ids: &IdSet, taken: &mut IdSet) -> Vec<u8> {
+    let mut out = bytes[..from].to_vec();
+    for one in bytes[from..].split_inclusive(|b| *b == b'\n') {
+        match Message::from_slice(one) {
+            Ok(Message::Request(r)) if ids.contains(&r.id) => {
+                taken.insert(r.id);
+            }
+            _ => out.extend_from_slice(one),
+        }
+    }
+    out
 }
 
 /// Whether the next server is to get this whole line (`request`: its id as the server sees
@@ -243,5 +319,40 @@ mod tests {
             ]
         );
         assert_eq!(waiting, got.iter().map(String::len).sum::<usize>());
+    }
+
+    #[test]
+    fn a_request_answered_by_the_wrapper_is_taken_back_only_where_none_of_it_was_written() {
+        let mut queue = Queue::default();
+        let line = |m: &Message| String::from_utf8(m.to_line()).unwrap();
+        // The rest of request 1 (begun), then request 2 and a notification, gathered.
+        let one = request(RequestId::from(1)).to_line();
+        let gathered = [
+            one[10..].to_vec(),
+            request(RequestId::from(2)).to_line(),
+            notification("notifications/roots/list_changed").to_line(),
+        ]
+        .concat();
+        queue.push_back(Outgoing::chunk(gathered, true));
+        // Whole lines: 3, then 4.
+        queue.push_back(Outgoing::new(&request(RequestId::from(3))));
+        queue.push_back(Outgoing::new(&request(RequestId::from(4))));
+        // Gathered in the loop's pass, not written yet: 5.
+        queue.gathered = request(RequestId::from(5)).to_line();
+        let asked: IdSet = [1, 2, 3, 5, 7].into_iter().map(RequestId::from).collect();
+        let taken = queue.withdraw(&asked);
+        let want: IdSet = [2, 3, 5].into_iter().map(RequestId::from).collect();
+        assert_eq!(taken, want, "1 was begun, 7 is not queued");
+        assert!(queue.gathered.is_empty());
+        let rest = queue.pop_front().unwrap();
+        assert!(
+            rest.continues && rest.begun,
+            "the rest of 1 still goes next"
+        );
+        let after = line(&notification("notifications/roots/list_changed"));
+        assert_eq!(rest.bytes, [&one[10..], after.as_bytes()].concat());
+        let waiting = queue.waiting();
+        assert_eq!(texts(&mut queue), [line(&request(RequestId::from(4)))]);
+        assert_eq!(waiting, request(RequestId::from(4)).to_line().len());
     }
 }

@@ -31,10 +31,6 @@ pub(super) fn is_remembered_list(method: &str) -> bool {
     LISTS.iter().any(|(m, _)| *m == method)
 }
 
-/// How long a restarted server may take to answer the replayed `initialize` (nothing else is
-/// written to it meanwhile): past that it counts as failed, and is ended and restarted.
-pub(super) const REPLAY_WAIT: Duration = Duration::from_secs(10);
-
 /// While more than this many bytes of lines wait for the server's stdin (a server that reads
 /// slowly or not at all), the loop takes no new message from the client
 /// ([`Handler::holds_input`](crate::Handler::holds_input)): the wrapper's memory stays flat and
@@ -73,7 +69,8 @@ pub(super) struct Pending {
 #[derive(Debug)]
 pub(super) struct Replay {
     pub(super) id: RequestId,
-    /// When the writer wrote it: the server has [`REPLAY_WAIT`] from then.
+    /// When the writer wrote it: the server has the replay timeout
+    /// ([`Wrapper::replay_timeout`]) from then.
     pub(super) written: Option<Instant>,
 }
 
@@ -390,6 +387,12 @@ impl Queue {
     pub(super) fn insert(&mut self, at: usize, line: Outgoing) {
         self.waiting.fetch_add(line.bytes.len(), Ordering::Relaxed);
         self.lines.insert(at, line);
+    }
+
+    pub(super) fn remove(&mut self, at: usize) -> Option<Outgoing> {
+        let line = self.lines.remove(at)?;
+        self.waiting.fetch_sub(line.bytes.len(), Ordering::Relaxed);
+        Some(line)
     }
 
     pub(super) fn pop_front(&mut self) -> Option<Outgoing> {

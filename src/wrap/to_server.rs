@@ -2,7 +2,7 @@
 //! and from the writer thread (which alone may block on the pipe), as the pacing allows.
 
 use std::io::Write;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::process::ChildStdin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::MutexGuard;
@@ -225,18 +225,22 @@ pub(super) fn write_lines(
     let mut batch = Vec::new();
     loop {
         batch.clear();
-        let released;
-        let (wait_first, probe) = {
+        let mut released = false;
+        let taken = {
             let mut queue = lock(&shared.queue);
             loop {
                 if !alive.load(Ordering::Acquire) {
                     return;
                 }
                 let held = queue.waiting() > HOLD_BYTES;
-                if let Some(taken) = take_lines(shared, &mut queue, &mut batch) {
-                    queue.busy = true;
-                    released = held && queue.waiting() <= HOLD_BYTES;
-                    break taken;
+                match take_lines(shared, &mut queue, &mut batch, stdin.as_fd()) {
+                    Some(Take::Write(probe)) => {
+                        queue.busy = true;
+                        released = held && queue.waiting() <= HOLD_BYTES;
+                        break Some(probe);
+                    }
+                    Some(Take::AwaitPipe) => break None,
+                    None => {}
                 }
                 if queue.closed && queue.lines().is_empty() {
                     return; // dropping stdin is the server's end of input
@@ -253,15 +257,10 @@ pub(super) fn write_lines(
             // The loop holds the client's input until it hears this (`Handler::holds_input`).
             let _ = handle.post(Box::new(Released));
         }
-        if wait_first {
+        let Some(probe) = taken else {
             wait_until_taken(&stdin, alive);
-            if !alive.load(Ordering::Acquire) {
-                // Never written: the server died or was retired meanwhile (its requests were
-                // begun for it, so they are answered with its error).
-                lock(&shared.queue).busy = false;
-                return;
-            }
-        }
+            continue;
+        };
         if let Some(ids) = probe {
             lock(&shared.pacing).probe_written(ids, Instant::now());
         }
@@ -274,7 +273,7 @@ pub(super) fn write_lines(
             return;
         }
         // After a replayed `initialize`, nothing else until the server answered it (the
-        // supervisor ends a server that takes longer than `REPLAY_WAIT` from now).
+        // supervisor ends a server that takes longer than the replay timeout from now).
         let mut replay = lock(&shared.replay);
         if let Some(replay) = replay.as_mut() {
             replay.written.get_or_insert_with(Instant::now);
@@ -288,19 +287,28 @@ pub(super) fn write_lines(
     }
 }
 
-/// Moves the lines the pacing allows now from the queue into `batch`. Returns whether to wait
-/// for an empty pipe first and the ids of a probe, or `None` when nothing may go yet.
-#[allow(clippy::type_complexity)]
+/// What the writer does next.
+enum Take {
+    /// Write what was moved into the batch (the ids of a probe, when it is one).
+    Write(Option<Vec<RequestId>>),
+    /// Wait until the server took what its pipe holds: meanwhile the next line stays in the
+    /// queue, where a request answered at its deadline is still taken back (`Queue::withdraw`).
+    AwaitPipe,
+}
+
+/// Moves the lines the pacing allows now from the queue into `batch` (a paced line only once
+/// the server's pipe, `stdin`, is empty), or `None` when nothing may go yet.
 fn take_lines(
     shared: &Shared,
     queue: &mut Queue,
     batch: &mut Vec<u8>,
-) -> Option<(bool, Option<Vec<RequestId>>)> {
+    stdin: BorrowedFd<'_>,
+) -> Option<Take> {
     let first = queue.lines().front()?;
     if first.continues {
         // The rest of a line written in part goes at once.
         batch.extend_from_slice(&queue.pop_front()?.bytes);
-        return Some((false, None));
+        return Some(Take::Write(None));
     }
     let two_requests = queue.lines().len() >= 2
         && queue
@@ -320,11 +328,14 @@ fn take_lines(
     } else {
         Mode::Batch
     };
+    // An error (a server gone) lets the write tell.
+    let paced = || sys::pipe_unread(stdin).map_or(true, |n| n == 0);
     match mode {
         Mode::Hold => None,
+        Mode::Single | Mode::Probe if !paced() => Some(Take::AwaitPipe),
         Mode::Single => {
             batch.extend_from_slice(&queue.pop_front()?.bytes);
-            Some((true, None))
+            Some(Take::Write(None))
         }
         Mode::Probe => {
             let mut ids = Vec::new();
@@ -333,7 +344,7 @@ fn take_lines(
                 ids.extend(line.request);
                 batch.extend_from_slice(&line.bytes);
             }
-            Some((true, Some(ids)))
+            Some(Take::Write(Some(ids)))
         }
         Mode::Batch => {
             while let Some(line) = queue.lines().front() {
@@ -351,7 +362,7 @@ fn take_lines(
                     break; // nothing else until the server answered it
                 }
             }
-            Some((false, None))
+            Some(Take::Write(None))
         }
     }
 }

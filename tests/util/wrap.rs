@@ -65,3 +65,52 @@ pub fn burst(p: &mut Proc) {
     let list = json!({"jsonrpc":"2.0","id":1,"method":"tools/list"});
     p.write_raw(format!("{init}\n{initialized}\n{list}\n").as_bytes());
 }
+
+/// The messages a `held` or `deaf-first` fixture logged to `path` (its pids skipped).
+pub fn received(path: &PathBuf) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .filter(serde_json::Value::is_object)
+        .collect()
+}
+
+/// Waits up to `limit` until the fixture logged a message that `wanted` picks; its log then.
+pub fn received_until(
+    path: &PathBuf,
+    limit: Duration,
+    wanted: impl Fn(&serde_json::Value) -> bool,
+) -> Vec<serde_json::Value> {
+    let until = Instant::now() + limit;
+    loop {
+        let got = received(path);
+        if got.iter().any(&wanted) || Instant::now() >= until {
+            return got;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The responses to `ids`, in the order of the ids, whatever order they came in.
+pub fn responses(
+    p: &mut Proc,
+    ids: std::ops::RangeInclusive<i64>,
+    within: Duration,
+) -> Vec<(i64, serde_json::Value)> {
+    let until = Instant::now() + within;
+    let mut got = std::collections::BTreeMap::new();
+    while got.len() < ids.clone().count() {
+        let left = until.saturating_duration_since(Instant::now());
+        let Some(msg) = p.next_within(left) else {
+            panic!(
+                "answers {got:?} of {ids:?}; stderr: {}",
+                p.stderr.lock().unwrap()
+            );
+        };
+        if let Some(id) = msg["id"].as_i64().filter(|id| ids.contains(id)) {
+            got.insert(id, msg);
+        }
+    }
+    got.into_iter().collect()
+}

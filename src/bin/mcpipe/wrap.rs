@@ -18,6 +18,8 @@ options:
   --name NAME              prefix of the server's stderr lines (default: the program's name)
   --no-pacing              write lines as fast as the server's pipe takes them
   --timeout-ms N           answer a request with an error after N ms (and cancel it)
+  --replay-timeout-ms N    how long a restarted server may take to answer the replayed
+                           initialize before it is ended and restarted (default 10000)
   --max-restarts N         restarts allowed within the window (default 5)
   --restart-window-ms N    the window (default 60000)
   --grace-ms N             after the client is done: from closing the server's stdin to
@@ -41,6 +43,7 @@ fn parse(args: Vec<String>) -> Result<Option<Wrapper>, String> {
     let mut name = None;
     let mut pacing = true;
     let mut timeout = None;
+    let mut replay_timeout = 10_000;
     let mut max_restarts = 5;
     let mut window = 60_000;
     let mut grace = 2_000;
@@ -56,6 +59,11 @@ fn parse(args: Vec<String>) -> Result<Option<Wrapper>, String> {
                 // Every request would be failed before the server could answer it.
                 0 => return Err("--timeout-ms must be at least 1".to_owned()),
                 ms => timeout = Some(ms),
+            },
+            "--replay-timeout-ms" => match number(&mut args, "--replay-timeout-ms")? {
+                // Every restarted server would be ended before it could answer.
+                0 => return Err("--replay-timeout-ms must be at least 1".to_owned()),
+                ms => replay_timeout = ms,
             },
             "--max-restarts" => {
                 max_restarts = u32::try_from(number(&mut args, "--max-restarts")?)
@@ -73,6 +81,7 @@ fn parse(args: Vec<String>) -> Result<Option<Wrapper>, String> {
     let mut wrapper = Wrapper::new(program, rest)
         .pacing(pacing)
         .request_timeout(timeout.map(Duration::from_millis))
+        .replay_timeout(Duration::from_millis(replay_timeout))
         .restarts(max_restarts, Duration::from_millis(window))
         .shutdown_grace(Duration::from_millis(grace));
     if let Some(name) = name {
