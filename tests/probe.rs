@@ -645,3 +645,49 @@ fn an_answer_that_cannot_be_read_is_reported_as_such() {
         assert!(!detail.contains("every stdout line"), "{detail}");
     });
 }
+
+/// The rule the liveness findings cite: "the server serves until the client ends the session".
+const ALIVE_RULE: &str = "serves until the client ends the session";
+
+/// Field test: a live server whose `tools/list` result has no `tools` array (or not an array)
+/// was failed with the liveness rule. The finding cites the shape of the result; stdout is
+/// clean (the answer is a message); the liveness rule stays for a server that really exits.
+#[test]
+fn a_malformed_tools_list_cites_its_shape_not_the_liveness_rule() {
+    watchdog(Duration::from_secs(90), || {
+        for mode in ["no-tools-array", "tools-not-array"] {
+            let (report, code, _) = probe_json_with(
+                &[],
+                "odd_tools.py",
+                &[mode],
+                Some("handshake,stdout-clean,tools,capabilities"),
+            );
+            assert_eq!(code, 1, "{report:#}");
+            let tools = check(&report, "tools");
+            assert_eq!(tools["status"], "FAIL", "{report:#}");
+            assert_eq!(tools["level"], "MUST", "{report:#}");
+            let rule = tools["rule"].as_str().unwrap();
+            assert!(rule.contains("tools/list result"), "{mode}: {rule}");
+            assert!(
+                detail_of(&report, "tools").contains("no tools array"),
+                "{report:#}"
+            );
+            assert_eq!(status_of(&report, "stdout-clean"), "PASS", "{report:#}");
+            assert_eq!(status_of(&report, "capabilities"), "PASS", "{report:#}");
+            assert!(!report.to_string().contains(ALIVE_RULE), "{report:#}");
+        }
+        let (report, code, _) =
+            probe_json_with(&[], "odd_tools.py", &["exits-on-list"], Some("tools"));
+        assert_eq!(code, 1, "{report:#}");
+        let tools = check(&report, "tools");
+        assert_eq!(tools["status"], "FAIL", "{report:#}");
+        assert!(
+            tools["rule"].as_str().unwrap().contains(ALIVE_RULE),
+            "{report:#}"
+        );
+        assert!(
+            detail_of(&report, "tools").contains("exit status: 3"),
+            "{report:#}"
+        );
+    });
+}

@@ -6,7 +6,7 @@ use std::time::Duration;
 use mcpipe::{Error, ErrorCode, RequestOptions, Response};
 use serde_json::json;
 
-use super::grading::{broken, pass, rules, short, skip, undeclared, Level, Outcome};
+use super::grading::{broken, failure, pass, rules, short, skip, undeclared, Level, Outcome};
 use super::target::{raw_request, survives, Target};
 use super::tools;
 
@@ -115,8 +115,7 @@ pub(crate) fn unknown_method(target: &Target) -> Outcome {
             pass(format!("answered -32601 ({})", e.message))
         }
         Err(Error::Rpc(e)) => short(format!("answered with error {} instead of -32601", e.code)),
-        Err(Error::Timeout { .. }) => short("no answer to an unknown method"),
-        Err(e) => broken(e.to_string()),
+        Err(e) => failure("mcpipe/no-such-method", &e).outcome(),
         Ok(_) => short("an unknown method was answered with a result"),
     }
 }
@@ -171,8 +170,9 @@ pub(crate) fn capabilities(target: &Target) -> Outcome {
     ] {
         if declared.get(capability).is_some() {
             match client.request(method, Some(json!({})), RequestOptions::new()) {
-                Ok(_) | Err(Error::Rpc(_)) => {}
-                Err(e) => return broken(format!("{method} failed: {e}")),
+                // Any answer will do: what it says is graded by other checks.
+                Ok(_) | Err(Error::Rpc(_) | Error::Protocol { .. }) => {}
+                Err(e) => return failure(method, &e).outcome(),
             }
         }
     }

@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use super::grading::Failure;
+
 /// What calling one tool showed.
 #[derive(Debug, Clone)]
 pub(crate) struct Called {
@@ -37,8 +39,9 @@ impl Entry {
 /// What listing and calling the safe tools showed, shared by the checks that need tools.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Survey {
-    /// Why the survey could not be made (the server died, tools/list failed).
-    pub(crate) failure: Option<String>,
+    /// Why the survey could not be made or ended early (the server died, tools/list failed),
+    /// with the rule that broke.
+    pub(crate) failure: Option<Failure>,
     /// The server declares no `tools` capability.
     pub(crate) no_tools: bool,
     pub(crate) entries: Vec<Entry>,

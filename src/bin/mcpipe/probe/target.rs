@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 use mcpipe::{Client, ClientBuilder, Era, Error, RequestOptions, Response};
 use serde_json::{json, Value};
 
-use super::grading::{broken, Outcome};
+use super::format::ms;
+use super::grading::{broken, connect_failure, rules, short, Level, Outcome};
 use super::survey::Survey;
 
 /// A tool the user asked to call (`--call NAME --args JSON`), whatever its annotations.
@@ -84,9 +85,7 @@ impl Target {
 
     /// A fresh server, after the handshake.
     pub(crate) fn connect(&self) -> Result<Client, Outcome> {
-        self.builder()
-            .spawn()
-            .map_err(|e| broken(format!("could not connect: {e}")))
+        self.builder().spawn().map_err(|e| connect_failure(&e))
     }
 }
 
@@ -130,7 +129,8 @@ pub(crate) fn raw_request(id: &str, method: &str, params: Value) -> Vec<u8> {
     line.into_bytes()
 }
 
-/// Whether the server still answers a ping; a MUST failure when it does not.
+/// Whether the server still answers a ping; a MUST failure when it does not: of the liveness
+/// rule when it died, of ping's when it is silent.
 pub(crate) fn survives(client: &mut Client, target: &Target, after: &str) -> Result<(), Outcome> {
     match client.request(
         "ping",
@@ -140,6 +140,11 @@ pub(crate) fn survives(client: &mut Client, target: &Target, after: &str) -> Res
         Ok(_) => Ok(()),
         // Any answer means the server is alive.
         Err(Error::Rpc(_)) => Ok(()),
+        Err(Error::Timeout { elapsed, .. }) => Err(short(format!(
+            "no answer to ping within {} after {after}",
+            ms(elapsed)
+        ))
+        .by(Level::Must, rules::PING)),
         Err(e) => Err(broken(format!("the server did not survive {after}: {e}"))),
     }
 }

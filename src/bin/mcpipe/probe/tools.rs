@@ -10,7 +10,7 @@ use serde_json::{json, Map, Value};
 
 use super::format::ms;
 use super::grading::undeclared;
-use super::grading::{broken, pass, rules, short, skip, Item, Level, Outcome};
+use super::grading::{broken, failure, pass, short, skip, Failure, Item, Level, Outcome};
 use super::survey::{Called, Entry, Survey};
 use super::target::{survives, Target};
 
@@ -116,7 +116,7 @@ fn make_survey(target: &Target) -> Survey {
     let mut client = match target.connect() {
         Ok(c) => c,
         Err(o) => {
-            survey.failure = Some(o.detail);
+            survey.failure = Some(Failure::of(o));
             return survey;
         }
     };
@@ -128,7 +128,7 @@ fn make_survey(target: &Target) -> Survey {
     let listed = match client.list_tools() {
         Ok(listed) => listed,
         Err(e) => {
-            survey.failure = Some(format!("tools/list failed: {e}"));
+            survey.failure = Some(failure("tools/list", &e));
             return survey;
         }
     };
@@ -158,10 +158,11 @@ fn make_survey(target: &Target) -> Survey {
             } else {
                 calls += 1;
                 let called = call(&mut client, target, &name, args);
-                let died = survives(&mut client, target, "the call").is_err();
+                let after = format!("calling {name}");
+                let gone = survives(&mut client, target, &after).err();
                 entry.called = Some(called);
-                if died {
-                    survey.failure = Some(format!("the server did not survive calling {name}"));
+                if let Some(o) = gone {
+                    survey.failure = Some(Failure::of(o));
                     survey.entries.push(entry);
                     break;
                 }
@@ -275,7 +276,11 @@ pub(crate) fn tools(target: &Target) -> Outcome {
         }
     );
     let mut outcome = if let Some(failure) = &survey.failure {
-        broken(format!("{failure}; {summary}"))
+        Failure {
+            detail: format!("{}; {summary}", failure.detail),
+            rule: failure.rule.clone(),
+        }
+        .outcome()
     } else if !bad.is_empty() {
         short(format!("{}; {summary}", bad.join("; ")))
     } else if !survey.unlisted.is_empty() {
@@ -328,7 +333,7 @@ pub(crate) fn tool_error(target: &Target) -> Outcome {
             "{name} {arguments} answered -32602 (before 2025-11-25 the usual answer; isError is preferred now)"
         )),
         Err(Error::Rpc(e)) => short(format!("{name} {arguments} answered with error {}", e.code)),
-        Err(e) => broken(format!("{name}: {e}")),
+        Err(e) => failure("tools/call", &e).outcome(),
     };
     match survives(&mut client, target, "the tool error") {
         Ok(()) => verdict,
@@ -356,8 +361,7 @@ pub(crate) fn unknown_tool(target: &Target) -> Outcome {
         }
         Ok(_) => short("an unknown tool was answered with a successful result"),
         Err(Error::Rpc(e)) => short(format!("answered with error {} instead of -32602", e.code)),
-        Err(Error::Timeout { .. }) => short("no answer").by(Level::Must, rules::ALIVE),
-        Err(e) => broken(e.to_string()),
+        Err(e) => failure("tools/call", &e).outcome(),
     }
 }
 
@@ -462,7 +466,7 @@ pub(crate) fn cancellation(target: &Target) -> Outcome {
                 ms(wait)
             ))
         }
-        Err(e) => return broken(format!("{name} failed: {e}")),
+        Err(e) => return failure("tools/call", &e).outcome(),
     }
     // Past the time the call would have ended, nothing more may arrive for it.
     if let Err(e) = client.pump(target.t(Duration::from_millis(2300))) {

@@ -8,7 +8,7 @@ use mcpipe::{Error, RequestOptions, ShutdownStage};
 use serde_json::json;
 
 use super::format::{count, ms, rate};
-use super::grading::{broken, pass, short, Level, Outcome};
+use super::grading::{broken, failure, pass, short, Level, Outcome};
 use super::target::{collect, raw_request, survives, Target};
 use super::tools;
 
@@ -70,11 +70,13 @@ pub(crate) fn stdout_clean(target: &Target) -> Outcome {
     };
     let mut exchanged = 2;
     if let Err(e) = client.ping() {
-        return failed("ping", &e);
+        return failure("ping", &e).outcome();
     }
     match client.list_tools() {
+        // An answer of the wrong shape is still a message (the tools check grades its shape).
         Ok(_) | Err(Error::Rpc(_)) => exchanged += 1,
-        Err(e) => return failed("tools/list", &e),
+        Err(e @ Error::Protocol { .. }) if e.unreadable_answer().is_none() => exchanged += 1,
+        Err(e) => return failure("tools/list", &e).outcome(),
     }
     if let Err(e) = client.pump(target.t(Duration::from_millis(200))) {
         return broken(format!("the server failed: {e}"));
@@ -84,17 +86,6 @@ pub(crate) fn stdout_clean(target: &Target) -> Outcome {
             "{exchanged} exchanges, every stdout line a message"
         )),
         n => short(format!("{n} lines on stdout were not JSON-RPC messages")),
-    }
-}
-
-/// A request of the check failed: the server died or hung (a MUST of any check), or it
-/// answered with a line the client could not read, which is not every stdout line a message.
-fn failed(method: &str, e: &Error) -> Outcome {
-    match e.unreadable_answer() {
-        Some(why) => short(format!(
-            "{method} answered, but the answer could not be read: {why}"
-        )),
-        None => broken(format!("{method} failed: {e}")),
     }
 }
 
@@ -341,7 +332,7 @@ pub(crate) fn latency(target: &Target) -> Outcome {
     for _ in 0..200 {
         let started = Instant::now();
         if let Err(e) = client.ping() {
-            return broken(format!("ping failed: {e}"));
+            return failure("ping", &e).outcome();
         }
         samples.push(started.elapsed());
     }
