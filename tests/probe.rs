@@ -691,3 +691,47 @@ fn a_malformed_tools_list_cites_its_shape_not_the_liveness_rule() {
         );
     });
 }
+
+/// Field test: tools without a name (none, a number, an empty string) got no finding, and were
+/// called with the name "". Each is a MUST failure (`Tool.name` is a required string) and is
+/// not called; the named tool beside them still is.
+#[test]
+fn tools_without_a_name_fail_and_are_not_called() {
+    watchdog(Duration::from_secs(60), || {
+        let (report, code, _) =
+            probe_json_with(&[], "odd_tools.py", &["nameless"], Some("handshake,tools"));
+        assert_eq!(code, 1, "{report:#}");
+        let tools = check(&report, "tools");
+        assert_eq!(tools["status"], "FAIL", "{report:#}");
+        assert_eq!(tools["level"], "MUST", "{report:#}");
+        assert!(
+            tools["rule"]
+                .as_str()
+                .unwrap()
+                .contains("every tool has a name"),
+            "{report:#}"
+        );
+        let detail = detail_of(&report, "tools");
+        for flaw in [
+            "a tool with no name",
+            "a tool with a name that is not a string (42)",
+            "a tool with an empty name",
+        ] {
+            assert!(detail.contains(flaw), "{flaw}: {detail}");
+        }
+        let items = tools["tools"].as_array().unwrap();
+        assert_eq!(items.len(), 4, "{report:#}");
+        for item in &items[..3] {
+            assert_eq!(item["action"], "skipped", "{item}");
+            assert!(
+                item["detail"]
+                    .as_str()
+                    .unwrap()
+                    .contains("cannot be called"),
+                "{item}"
+            );
+        }
+        assert_eq!(items[3]["name"], "ok");
+        assert_eq!(items[3]["action"], "called");
+    });
+}

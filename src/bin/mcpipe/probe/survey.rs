@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::grading::Failure;
+use super::listing;
 
 /// What calling one tool showed.
 #[derive(Debug, Clone)]
@@ -28,11 +29,20 @@ pub(crate) struct Entry {
     /// Named by the user with `--call`.
     pub(crate) named: bool,
     pub(crate) called: Option<Called>,
+    /// What is wrong with its definition, as findings of the `tools` check, each with the
+    /// rule it breaks.
+    pub(crate) flaws: Vec<(String, &'static str)>,
 }
 
 impl Entry {
+    /// Its name; empty when it has none the probe can call (it is never called then).
     pub(crate) fn name(&self) -> &str {
-        self.tool["name"].as_str().unwrap_or("")
+        listing::name(&self.tool).unwrap_or("")
+    }
+
+    /// Its name as the report shows it, also when it has none.
+    pub(crate) fn label(&self) -> String {
+        listing::label(&self.tool)
     }
 }
 

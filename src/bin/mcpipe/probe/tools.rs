@@ -10,7 +10,8 @@ use serde_json::{json, Map, Value};
 
 use super::format::ms;
 use super::grading::undeclared;
-use super::grading::{broken, failure, pass, short, skip, Failure, Item, Level, Outcome};
+use super::grading::{broken, failure, pass, rules, short, skip, Failure, Item, Level, Outcome};
+use super::listing;
 use super::survey::{Called, Entry, Survey};
 use super::target::{survives, Target};
 
@@ -134,14 +135,26 @@ fn make_survey(target: &Target) -> Survey {
     };
     let mut calls = 0;
     for tool in listed {
-        let name = tool["name"].as_str().unwrap_or("").to_owned();
-        let named = target.calls.iter().find(|c| c.name == name);
         let mut entry = Entry {
             skipped: None,
-            named: named.is_some(),
+            named: false,
             called: None,
+            flaws: Vec::new(),
             tool,
         };
+        let name = match listing::name(&entry.tool) {
+            Ok(name) => name.to_owned(),
+            Err(why) => {
+                entry.skipped = Some(format!("{why}: it cannot be called"));
+                entry
+                    .flaws
+                    .push((format!("a tool with {why}"), rules::TOOL_NAME));
+                survey.entries.push(entry);
+                continue;
+            }
+        };
+        let named = target.calls.iter().find(|c| c.name == name);
+        entry.named = named.is_some();
         let args = match (named, safety(&entry.tool)) {
             (Some(call), _) => Some(call.arguments.clone()),
             (None, Ok(())) => Some(arguments(&entry.tool["inputSchema"])),
@@ -232,9 +245,16 @@ pub(crate) fn tools(target: &Target) -> Outcome {
     }
     let mut items = Vec::new();
     let mut called = Vec::new();
-    let mut bad = Vec::new();
+    // Each shortfall with the rule it breaks: the survey's end, the listing, the calls.
+    let mut findings: Vec<(String, String)> = Vec::new();
+    if let Some(failure) = &survey.failure {
+        findings.push((failure.detail.clone(), failure.rule.clone()));
+    }
     let mut skipped = 0;
     for entry in &survey.entries {
+        for (flaw, rule) in &entry.flaws {
+            findings.push((flaw.clone(), (*rule).to_owned()));
+        }
         let (action, detail) = match (&entry.skipped, &entry.called) {
             (Some(why), _) => {
                 skipped += 1;
@@ -252,7 +272,10 @@ pub(crate) fn tools(target: &Target) -> Outcome {
                         format!("{how}, {} → {summary} in {}", c.arguments, ms(c.took)),
                     ),
                     Err(why) => {
-                        bad.push(format!("{}: {why}", entry.name()));
+                        findings.push((
+                            format!("{}: {why}", entry.name()),
+                            rules::TOOL_RESULT.to_owned(),
+                        ));
                         ("failed", format!("{how}, {} → {why}", c.arguments))
                     }
                 }
@@ -260,7 +283,7 @@ pub(crate) fn tools(target: &Target) -> Outcome {
             (None, None) => ("skipped", String::from("not reached")),
         };
         items.push(Item {
-            name: entry.name().to_owned(),
+            name: entry.label(),
             action,
             detail,
         });
@@ -275,14 +298,15 @@ pub(crate) fn tools(target: &Target) -> Outcome {
             called.join(", ")
         }
     );
-    let mut outcome = if let Some(failure) = &survey.failure {
-        Failure {
-            detail: format!("{}; {summary}", failure.detail),
-            rule: failure.rule.clone(),
+    let mut outcome = if !findings.is_empty() {
+        let details: Vec<&str> = findings.iter().map(|(d, _)| d.as_str()).collect();
+        let mut cited: Vec<&str> = Vec::new();
+        for (_, rule) in &findings {
+            if !cited.contains(&rule.as_str()) {
+                cited.push(rule);
+            }
         }
-        .outcome()
-    } else if !bad.is_empty() {
-        short(format!("{}; {summary}", bad.join("; ")))
+        short(format!("{}; {summary}", details.join("; "))).by(Level::Must, cited.join("; "))
     } else if !survey.unlisted.is_empty() {
         short(format!(
             "--call names tools the server does not list: {}; {summary}",
