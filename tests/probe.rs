@@ -735,3 +735,44 @@ fn tools_without_a_name_fail_and_are_not_called() {
         assert_eq!(items[3]["action"], "called");
     });
 }
+
+/// Field test: a tool whose `inputSchema` is not an object schema (`"string"`, `{"type":
+/// "string"}`, none) got no finding and was called with the string "mcpipe-probe" as its
+/// arguments; with a `properties` beside `"type": "string"`, the cancellation check panicked
+/// on it. Each is a MUST failure; the tools are called with `{}` (tools/call arguments are an
+/// object), and none is made a cancellation candidate from its properties.
+#[test]
+fn an_input_schema_that_is_not_an_object_schema_fails_and_gets_empty_arguments() {
+    watchdog(Duration::from_secs(60), || {
+        let (report, code, _) = probe_json_with(
+            &[],
+            "odd_tools.py",
+            &["bad-schemas"],
+            Some("handshake,tools,cancellation"),
+        );
+        assert_eq!(code, 1, "{report:#}");
+        let tools = check(&report, "tools");
+        assert_eq!(tools["status"], "FAIL", "{report:#}");
+        assert_eq!(tools["level"], "MUST", "{report:#}");
+        let rule = tools["rule"].as_str().unwrap();
+        assert!(
+            rule.contains("inputSchema is a JSON Schema object"),
+            "{rule}"
+        );
+        let detail = detail_of(&report, "tools");
+        for flaw in [
+            "plain: inputSchema \"string\" is not a JSON Schema object",
+            "typed: inputSchema has type \"string\", not \"object\"",
+            "absent: no inputSchema",
+        ] {
+            assert!(detail.contains(flaw), "{flaw}: {detail}");
+        }
+        assert!(!detail.contains("fine:"), "{detail}");
+        for item in tools["tools"].as_array().unwrap() {
+            assert_eq!(item["action"], "called", "{item}");
+            let detail = item["detail"].as_str().unwrap();
+            assert!(detail.starts_with("read-only, {} → a result"), "{item}");
+        }
+        assert_eq!(status_of(&report, "cancellation"), "SKIP", "{report:#}");
+    });
+}

@@ -225,6 +225,8 @@ pub(crate) mod rules {
         "MCP server/tools (Error Handling): tool failures SHOULD be results with isError";
     pub(crate) const TOOL_NAME: &str =
         "MCP server/tools: every tool has a name, a non-empty string (Tool.name, required in schema.ts)";
+    pub(crate) const INPUT_SCHEMA: &str =
+        "MCP server/tools: inputSchema is a JSON Schema object with \"type\": \"object\" (Tool.inputSchema, required in schema.ts)";
     pub(crate) const TOOL_RESULT: &str =
         "MCP server/tools: a CallToolResult has a content array (schema.ts)";
     pub(crate) const NOTIFICATION: &str =

@@ -29,8 +29,8 @@ pub(crate) struct Entry {
     /// Named by the user with `--call`.
     pub(crate) named: bool,
     pub(crate) called: Option<Called>,
-    /// What is wrong with its definition, as findings of the `tools` check, each with the
-    /// rule it breaks.
+    /// What is wrong with its definition ("no name", "no inputSchema"), each with the rule it
+    /// breaks: findings of the `tools` check.
     pub(crate) flaws: Vec<(String, &'static str)>,
 }
 

@@ -35,8 +35,13 @@ pub(crate) fn safety(tool: &Value) -> Result<(), &'static str> {
 
 /// Arguments a tool should accept, built from its input schema: every required property,
 /// from its `const`, `default`, `enum` or `examples`, else the simplest value of its type.
+/// Always an object (`tools/call` takes no other arguments): `{}` when the schema does not
+/// describe one (a finding of its own, see `listing`).
 pub(crate) fn arguments(schema: &Value) -> Value {
-    value_for(schema, 0)
+    match value_for(schema, 0) {
+        object @ Value::Object(_) if schema.is_object() => object,
+        _ => Value::Object(Map::new()),
+    }
 }
 
 fn value_for(schema: &Value, depth: usize) -> Value {
@@ -142,13 +147,17 @@ fn make_survey(target: &Target) -> Survey {
             flaws: Vec::new(),
             tool,
         };
-        let name = match listing::name(&entry.tool) {
-            Ok(name) => name.to_owned(),
+        let name = listing::name(&entry.tool).map(str::to_owned);
+        if let Err(why) = &name {
+            entry.flaws.push((why.clone(), rules::TOOL_NAME));
+        }
+        if let Some(flaw) = listing::schema_flaw(&entry.tool) {
+            entry.flaws.push((flaw, rules::INPUT_SCHEMA));
+        }
+        let name = match name {
+            Ok(name) => name,
             Err(why) => {
                 entry.skipped = Some(format!("{why}: it cannot be called"));
-                entry
-                    .flaws
-                    .push((format!("a tool with {why}"), rules::TOOL_NAME));
                 survey.entries.push(entry);
                 continue;
             }
@@ -253,7 +262,12 @@ pub(crate) fn tools(target: &Target) -> Outcome {
     let mut skipped = 0;
     for entry in &survey.entries {
         for (flaw, rule) in &entry.flaws {
-            findings.push((flaw.clone(), (*rule).to_owned()));
+            let finding = if *rule == rules::TOOL_NAME {
+                format!("a tool with {flaw}")
+            } else {
+                format!("{}: {flaw}", entry.label())
+            };
+            findings.push((finding, (*rule).to_owned()));
         }
         let (action, detail) = match (&entry.skipped, &entry.called) {
             (Some(why), _) => {
@@ -282,6 +296,14 @@ pub(crate) fn tools(target: &Target) -> Outcome {
             }
             (None, None) => ("skipped", String::from("not reached")),
         };
+        // The row's detail may be cut: each tool's line says what is wrong with it too (a
+        // missing name already does, in the reason it was skipped).
+        let mut detail = detail;
+        for (flaw, rule) in &entry.flaws {
+            if *rule != rules::TOOL_NAME {
+                detail = format!("{detail}; {flaw}");
+            }
+        }
         items.push(Item {
             name: entry.label(),
             action,
@@ -389,8 +411,12 @@ pub(crate) fn unknown_tool(target: &Target) -> Outcome {
     }
 }
 
-/// Integer arguments that read as a duration, set so the call would take 2 s (scaled).
+/// Integer arguments that read as a duration, set so the call would take 2 s (scaled). Not
+/// for a tool whose schema is no object schema: its properties describe no arguments.
 fn slow_arguments(entry: &Entry, scale: f64) -> Option<Value> {
+    if listing::schema_flaw(&entry.tool).is_some() {
+        return None;
+    }
     let schema = &entry.tool["inputSchema"];
     let mut args = arguments(schema);
     let props = schema["properties"].as_object()?;
