@@ -219,3 +219,46 @@ fn an_input_schema_that_is_not_an_object_schema_fails_and_gets_empty_arguments()
         assert_eq!(status_of(&report, "cancellation"), "SKIP", "{report:#}");
     });
 }
+
+/// Field test: a check that ended with "no answer within N ms" did not say that the server had
+/// written lines meanwhile that the client could not read (a log line, a pretty-printed
+/// answer), which is why no answer came. The finding counts them; the handshake, whose client
+/// is gone when it fails, counts them on a second try.
+#[test]
+fn a_wait_in_vain_counts_the_lines_that_could_not_be_read() {
+    watchdog(Duration::from_secs(90), || {
+        let (report, _, _) = probe_json_with(
+            &[],
+            "odd_tools.py",
+            &["unreadable"],
+            Some("handshake,unknown-tool,tools"),
+        );
+        // Each call: "calling slow..." and the 12 lines of its answer printed with indent=2.
+        let tools = check(&report, "tools");
+        let slow = &tools["tools"][0];
+        let detail = slow["detail"].as_str().unwrap();
+        assert!(detail.contains("no answer within 3,000 ms"), "{slow}");
+        assert!(detail.contains("(13 lines could not be read)"), "{slow}");
+        let unknown = check(&report, "unknown-tool");
+        let detail = unknown["detail"].as_str().unwrap();
+        assert!(
+            detail.starts_with("no answer to tools/call within"),
+            "{unknown}"
+        );
+        assert!(
+            detail.ends_with("(13 lines could not be read)"),
+            "{unknown}"
+        );
+        assert!(
+            !unknown["rule"].as_str().unwrap().contains(ALIVE_RULE),
+            "{unknown}"
+        );
+
+        let (report, code, _) =
+            probe_json_with(&[], "odd_tools.py", &["pretty"], Some("handshake"));
+        assert_eq!(code, 1, "{report:#}");
+        let detail = detail_of(&report, "handshake");
+        assert!(detail.contains("did not answer initialize"), "{detail}");
+        assert!(detail.contains("lines could not be read"), "{detail}");
+    });
+}

@@ -9,6 +9,7 @@ mod checks;
 mod errors;
 mod format;
 mod grading;
+mod handshake;
 mod listing;
 mod report;
 mod survey;

@@ -2,7 +2,7 @@
 //! checks rest on, what a failed request shows (a dead server, a silent one, an answer of the
 //! wrong shape), and what the capability discipline forbids.
 
-use mcpipe::{Error, Notification};
+use mcpipe::{Client, Error, Notification};
 use serde_json::Value;
 
 use super::format::ms;
@@ -135,12 +135,17 @@ impl Failure {
 /// cites the rule it broke: the liveness rule only when the server died or closed its end; no
 /// answer in time breaks JSON-RPC's "a request gets a response" (ping's own rule for a ping);
 /// an answer the client could not read is not an MCP message on stdout; a result of the wrong
-/// shape breaks the method's schema.
-pub(crate) fn failure(method: &str, error: &Error) -> Failure {
+/// shape breaks the method's schema. `unread`: the lines the client could not read while it
+/// waited ([`unread_since`]), noted on a timeout, since the answer may be among them.
+pub(crate) fn failure(method: &str, error: &Error, unread: u64) -> Failure {
     let (detail, rule) = match error {
-        Error::RetriesExhausted { last, .. } => return failure(method, last),
+        Error::RetriesExhausted { last, .. } => return failure(method, last, unread),
         Error::Timeout { elapsed, .. } => (
-            format!("no answer to {method} within {}", ms(*elapsed)),
+            format!(
+                "no answer to {method} within {}{}",
+                ms(*elapsed),
+                unread_note(unread)
+            ),
             if method == "ping" {
                 rules::PING
             } else {
@@ -167,6 +172,22 @@ pub(crate) fn failure(method: &str, error: &Error) -> Failure {
     Failure {
         detail,
         rule: rule.to_owned(),
+    }
+}
+
+/// The lines `client` could not read (not JSON-RPC messages) since it had counted `mark`
+/// (its `bad_lines` before a wait).
+pub(crate) fn unread_since(client: &Client, mark: u64) -> u64 {
+    client.stats().bad_lines.saturating_sub(mark)
+}
+
+/// " (N lines could not be read)", or nothing for none: added to a finding that waited in vain,
+/// so the author sees why (a log line on stdout, a pretty-printed answer).
+pub(crate) fn unread_note(unread: u64) -> String {
+    match unread {
+        0 => String::new(),
+        1 => String::from(" (1 line could not be read)"),
+        n => format!(" ({n} lines could not be read)"),
     }
 }
 

@@ -8,7 +8,7 @@ use mcpipe::{Error, TaskOptions, TaskStart};
 use serde_json::Value;
 
 use super::format::ms;
-use super::grading::{failure, pass, short, skip, Outcome};
+use super::grading::{failure, pass, short, skip, unread_since, Outcome};
 use super::target::Target;
 use super::tools::survey;
 
@@ -40,6 +40,7 @@ pub(crate) fn tasks(target: &Target) -> Outcome {
     {
         return skip("the server does not advertise tasks");
     }
+    let mark = client.stats().bad_lines;
     let survey = survey(target);
     // A tool the survey called safely (read-only), that allows tasks, with the arguments that
     // worked there.
@@ -65,7 +66,13 @@ pub(crate) fn tasks(target: &Target) -> Outcome {
                 "{name}'s task gave a result without content: {other}"
             ))
         }
-        Err(e) => return failed(&format!("{name} as a task"), &e),
+        Err(e) => {
+            return failed(
+                &format!("{name} as a task"),
+                &e,
+                unread_since(&client, mark),
+            )
+        }
     }
     let round_trip = started.elapsed();
     // A second one, cancelled at once: it must end, `cancelled` (or already finished).
@@ -76,7 +83,13 @@ pub(crate) fn tasks(target: &Target) -> Outcome {
                 "{name} allows tasks but was answered without one when a task was asked for"
             ))
         }
-        Err(e) => return failed(&format!("starting {name} as a task"), &e),
+        Err(e) => {
+            return failed(
+                &format!("starting {name} as a task"),
+                &e,
+                unread_since(&client, mark),
+            )
+        }
     };
     let Some(id) = task["taskId"].as_str().map(str::to_owned) else {
         return short(format!("a task without a taskId: {task}"));
@@ -85,11 +98,17 @@ pub(crate) fn tasks(target: &Target) -> Outcome {
         Ok(()) => true,
         // The task may have finished before the cancellation reached it.
         Err(Error::Rpc(e)) if e.code.0 == -32602 => false,
-        Err(e) => return failed("tasks/cancel", &e),
+        Err(e) => return failed("tasks/cancel", &e, unread_since(&client, mark)),
     };
     let status = match client.get_task(&id) {
         Ok(status) => status,
-        Err(e) => return failed("tasks/get after tasks/cancel", &e),
+        Err(e) => {
+            return failed(
+                "tasks/get after tasks/cancel",
+                &e,
+                unread_since(&client, mark),
+            )
+        }
     };
     let state = status["status"].as_str().unwrap_or_default();
     if !STATES.contains(&state) {
@@ -109,13 +128,14 @@ pub(crate) fn tasks(target: &Target) -> Outcome {
     ))
 }
 
-/// A task request that failed: a dead or silent server is graded by [`failure`]; an error
-/// answer or a malformed result falls short of the tasks rule (the check's own).
-fn failed(what: &str, e: &Error) -> Outcome {
+/// A task request that failed: a dead or silent server is graded by [`failure`] (with the
+/// `unread` lines of the check); an error answer or a malformed result falls short of the
+/// tasks rule (the check's own).
+fn failed(what: &str, e: &Error, unread: u64) -> Outcome {
     match e {
         Error::Rpc(_) | Error::Protocol { .. } if e.unreadable_answer().is_none() => {
             short(format!("{what} failed: {e}"))
         }
-        _ => failure(what, e).outcome(),
+        _ => failure(what, e, unread).outcome(),
     }
 }

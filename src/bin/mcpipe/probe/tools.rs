@@ -10,7 +10,10 @@ use serde_json::{json, Map, Value};
 
 use super::format::ms;
 use super::grading::undeclared;
-use super::grading::{broken, failure, pass, rules, short, skip, Failure, Item, Level, Outcome};
+use super::grading::{
+    broken, failure, pass, rules, short, skip, unread_note, unread_since, Failure, Item, Level,
+    Outcome,
+};
 use super::listing;
 use super::survey::{Called, Entry, Survey};
 use super::target::{survives, Target};
@@ -131,10 +134,11 @@ fn make_survey(target: &Target) -> Survey {
         survey.no_tools = true;
         return survey;
     }
+    let mark = client.stats().bad_lines;
     let listed = match client.list_tools() {
         Ok(listed) => listed,
         Err(e) => {
-            survey.failure = Some(failure("tools/list", &e));
+            survey.failure = Some(failure("tools/list", &e, unread_since(&client, mark)));
             return survey;
         }
     };
@@ -212,6 +216,7 @@ fn call(client: &mut Client, target: &Target, name: &str, arguments: Value) -> C
     let mut on_progress = |_: &mcpipe::Progress| progress += 1;
     let started = Instant::now();
     let deadline = target.t(Duration::from_secs(3));
+    let mark = client.stats().bad_lines;
     let result = client.call_tool_with(
         name,
         arguments.clone(),
@@ -234,7 +239,11 @@ fn call(client: &mut Client, target: &Target, name: &str, arguments: Value) -> C
         Err(Error::Rpc(e)) => Ok(format!("error {}: {}", e.code, e.message)),
         Err(Error::Timeout { .. }) => {
             timed_out = true;
-            Ok(format!("no answer within {}: cancelled", ms(deadline)))
+            Ok(format!(
+                "no answer within {}: cancelled{}",
+                ms(deadline),
+                unread_note(unread_since(client, mark))
+            ))
         }
         Err(e) => Err(e.to_string()),
     };
@@ -370,6 +379,7 @@ pub(crate) fn tool_error(target: &Target) -> Outcome {
         Ok(c) => c,
         Err(o) => return o,
     };
+    let mark = client.stats().bad_lines;
     let verdict = match client.call_tool(&name, arguments.clone()) {
         Ok(result) if result["isError"] == true => {
             pass(format!("{name} {arguments} answered with an isError result"))
@@ -379,7 +389,7 @@ pub(crate) fn tool_error(target: &Target) -> Outcome {
             "{name} {arguments} answered -32602 (before 2025-11-25 the usual answer; isError is preferred now)"
         )),
         Err(Error::Rpc(e)) => short(format!("{name} {arguments} answered with error {}", e.code)),
-        Err(e) => failure("tools/call", &e).outcome(),
+        Err(e) => failure("tools/call", &e, unread_since(&client, mark)).outcome(),
     };
     match survives(&mut client, target, "the tool error") {
         Ok(()) => verdict,
@@ -398,6 +408,7 @@ pub(crate) fn unknown_tool(target: &Target) -> Outcome {
     {
         return skip("the server declares no tools");
     }
+    let mark = client.stats().bad_lines;
     match client.call_tool("mcpipe-probe-no-such-tool", json!({})) {
         Err(Error::Rpc(e)) if e.code == ErrorCode::INVALID_PARAMS => {
             pass(format!("answered -32602 ({})", e.message))
@@ -407,7 +418,7 @@ pub(crate) fn unknown_tool(target: &Target) -> Outcome {
         }
         Ok(_) => short("an unknown tool was answered with a successful result"),
         Err(Error::Rpc(e)) => short(format!("answered with error {} instead of -32602", e.code)),
-        Err(e) => failure("tools/call", &e).outcome(),
+        Err(e) => failure("tools/call", &e, unread_since(&client, mark)).outcome(),
     }
 }
 
@@ -500,6 +511,7 @@ pub(crate) fn cancellation(target: &Target) -> Outcome {
     let mut progress = 0;
     let mut on_progress = |_: &mcpipe::Progress| progress += 1;
     let wait = target.t(Duration::from_millis(400));
+    let mark = client.stats().bad_lines;
     let result = client.call_tool_with(
         &name,
         arguments.clone(),
@@ -516,7 +528,7 @@ pub(crate) fn cancellation(target: &Target) -> Outcome {
                 ms(wait)
             ))
         }
-        Err(e) => return failure("tools/call", &e).outcome(),
+        Err(e) => return failure("tools/call", &e, unread_since(&client, mark)).outcome(),
     }
     // Past the time the call would have ended, nothing more may arrive for it.
     if let Err(e) = client.pump(target.t(Duration::from_millis(2300))) {
