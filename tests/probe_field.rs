@@ -262,3 +262,65 @@ fn a_wait_in_vain_counts_the_lines_that_could_not_be_read() {
         assert!(detail.contains("lines could not be read"), "{detail}");
     });
 }
+
+/// Field test: a server that speaks only MCP 2026-07-28 (no `initialize`: it answers it with
+/// -32022 naming its versions, or -32601) was graded as a failed handshake, a MUST. The probe
+/// tells it apart: the handshake row names the versions the server offered, as a warning of
+/// INFO level (the specification allows such a server; the probe's checks are of the
+/// handshake era), every other check is skipped saying why, and the run does not fail.
+#[test]
+fn a_server_of_the_2026_era_only_is_told_apart_with_the_versions_it_offered() {
+    watchdog(Duration::from_secs(90), || {
+        let (report, code, _) = probe_json_with(&[], "modern_server.py", &[], None);
+        assert_eq!(code, 0, "{report:#}");
+        let handshake = check(&report, "handshake");
+        assert_eq!(handshake["status"], "WARN", "{report:#}");
+        assert_eq!(handshake["level"], "INFO", "{report:#}");
+        let detail = handshake["detail"].as_str().unwrap();
+        assert!(
+            detail.contains("speaks only protocol version 2026-07-28"),
+            "{detail}"
+        );
+        assert!(detail.contains("-32022"), "{detail}");
+        assert!(
+            handshake["rule"].as_str().unwrap().contains("2026-07-28"),
+            "{report:#}"
+        );
+        assert_eq!(report["warned"], 1, "{report:#}");
+        assert_eq!(report["skipped"], 19, "{report:#}");
+        assert!(
+            detail_of(&report, "tools").contains("2026-07-28"),
+            "{report:#}"
+        );
+
+        // Its likelier answer to initialize, -32601: the versions come from server/discover.
+        let (report, code, _) = probe_json_with(
+            &[],
+            "modern_server.py",
+            &["--initialize-unknown"],
+            Some("handshake"),
+        );
+        assert_eq!(code, 0, "{report:#}");
+        assert_eq!(status_of(&report, "handshake"), "WARN", "{report:#}");
+        let detail = detail_of(&report, "handshake");
+        assert!(
+            detail.contains("speaks only protocol version 2026-07-28"),
+            "{detail}"
+        );
+        assert!(detail.contains("-32601"), "{detail}");
+
+        // Versions the probe does not know at all are named too.
+        let (report, _, _) = probe_json_with(
+            &[],
+            "modern_server.py",
+            &["--versions", "2027-06-01,2027-12-01"],
+            Some("handshake"),
+        );
+        assert_eq!(status_of(&report, "handshake"), "WARN", "{report:#}");
+        let detail = detail_of(&report, "handshake");
+        assert!(
+            detail.contains("speaks only protocol versions 2027-06-01, 2027-12-01"),
+            "{detail}"
+        );
+    });
+}

@@ -49,6 +49,9 @@ pub(crate) struct Outcome {
     pub(crate) detail: String,
     /// Per-item findings for the table and the JSON report (the tools called and skipped).
     pub(crate) items: Vec<Item>,
+    /// Why the checks that need the handshake cannot run, when this finding says so more
+    /// precisely than "the handshake failed" (a server of another era).
+    pub(crate) skip_rest: Option<String>,
 }
 
 /// One line under a check's row: a tool and what happened to it.
@@ -68,7 +71,14 @@ impl Outcome {
             rule: None,
             detail: detail.into(),
             items: Vec::new(),
+            skip_rest: None,
         }
+    }
+
+    /// Says why the checks that need the handshake are skipped after this one.
+    pub(crate) fn skipping_the_rest(mut self, why: impl Into<String>) -> Outcome {
+        self.skip_rest = Some(why.into());
+        self
     }
 
     /// Sets the level and rule this finding rests on, instead of the check's.
@@ -223,6 +233,8 @@ pub(crate) mod rules {
     pub(crate) const RESULT: &str = "MCP schema.ts: a result has the shape its method defines";
     pub(crate) const TOOLS_LIST: &str =
         "MCP server/tools: a tools/list result has a tools array (ListToolsResult, schema.ts) and its nextCursor leads to a last page";
+    pub(crate) const OTHER_ERA: &str =
+        "MCP 2026-07-28 (basic/versioning): a server may speak only the stateless revisions, which have no initialize; mcpipe probe checks the handshake era (2024-11-05 to 2025-11-25)";
     pub(crate) const HANDSHAKE: &str =
         "MCP basic/lifecycle: initialize MUST be answered; the version is negotiated";
     pub(crate) const STDOUT: &str =
