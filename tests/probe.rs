@@ -1,93 +1,14 @@
 //! `mcpipe probe`: the table, --json, --only, --list, exit codes, grading by MUST and SHOULD,
 //! safe tool calls, and the right findings against broken servers, each run within its
-//! deadlines.
+//! deadlines. The odd servers of field tests are in probe_field.rs.
 
 mod util;
 
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
-use util::client::{fixture_path, mcpipe_bin, watchdog};
-
-/// Runs `mcpipe probe ARGS` and returns its output and how long it took. The probe bounds
-/// itself; the watchdog around each test catches a probe that does not.
-fn probe(args: &[&str]) -> (Output, Duration) {
-    let started = Instant::now();
-    let child = Command::new(mcpipe_bin())
-        .arg("probe")
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    // Kills the probe (and so its servers, by parent-death signal) if the test gives up.
-    struct KillOnDrop(u32, bool);
-    impl Drop for KillOnDrop {
-        fn drop(&mut self) {
-            if !self.1 {
-                let _ = Command::new("kill")
-                    .args(["-9", &self.0.to_string()])
-                    .status();
-            }
-        }
-    }
-    let mut guard = KillOnDrop(pid, false);
-    let output = child.wait_with_output().unwrap();
-    guard.1 = true;
-    (output, started.elapsed())
-}
-
-/// Runs the probe with `--json` against a fixture and returns the report.
-fn probe_json(fixture: &str, only: Option<&str>) -> (Value, i32, Duration) {
-    probe_json_with(&[], fixture, &[], only)
-}
-
-/// As [`probe_json`], with probe options before the command and arguments for the fixture.
-fn probe_json_with(
-    options: &[&str],
-    fixture: &str,
-    fixture_args: &[&str],
-    only: Option<&str>,
-) -> (Value, i32, Duration) {
-    let path = fixture_path(fixture);
-    let path = path.to_str().unwrap();
-    let mut args = vec!["--json"];
-    args.extend(options);
-    if let Some(only) = only {
-        args.extend(["--only", only]);
-    }
-    args.extend(["--", "python3", path]);
-    args.extend(fixture_args);
-    let (output, took) = probe(&args);
-    let report: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
-        panic!(
-            "not JSON ({e}): {}\nstderr: {}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        )
-    });
-    (report, output.status.code().unwrap_or(-1), took)
-}
-
-fn check<'a>(report: &'a Value, name: &str) -> &'a Value {
-    report["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == name)
-        .unwrap_or_else(|| panic!("no check {name} in {report:#}"))
-}
-
-fn status_of<'a>(report: &'a Value, name: &str) -> &'a str {
-    check(report, name)["status"].as_str().unwrap()
-}
-
-fn detail_of<'a>(report: &'a Value, name: &str) -> &'a str {
-    check(report, name)["detail"].as_str().unwrap()
-}
+use util::client::{fixture_path, watchdog};
+use util::probe::{check, detail_of, probe, probe_json, probe_json_with, status_of};
 
 /// The checks, in the order they run (`mcpipe probe --list`).
 const CHECK_NAMES: [&str; 20] = [
@@ -563,85 +484,5 @@ fn the_interop_servers_pass_the_gate() {
                 );
             }
         }
-    });
-}
-
-/// Field test: a server's names reached the terminal raw: a tool named `x\n::error ...` printed
-/// a line GitHub Actions runs as a workflow command, and ESC and NUL went through. Every text
-/// from the server is printed with its control characters as visible escapes.
-#[test]
-fn server_text_cannot_start_a_line_or_reach_the_terminal_raw() {
-    watchdog(Duration::from_secs(60), || {
-        let path = fixture_path("field_hazards.py");
-        let (output, _) = probe(&[
-            "--github",
-            "--only",
-            "handshake,tools",
-            "--",
-            "python3",
-            path.to_str().unwrap(),
-            "names",
-        ]);
-        let text = String::from_utf8(output.stdout).unwrap();
-        assert!(output.status.success(), "{text}");
-        assert!(!text.lines().any(|l| l.starts_with("::")), "{text}");
-        for raw in ['\x1b', '\0', '\u{9b}'] {
-            assert!(!text.contains(raw), "{raw:?} in {text}");
-        }
-        assert!(
-            text.contains("x\\n::error title=injected::this line"),
-            "{text}"
-        );
-        assert!(text.contains("server evil\\u{1b}[2J\\u{0}name"), "{text}");
-        assert!(text.contains("clear\\u{1b}[2J\\u{0}\\u{9b}"), "{text}");
-
-        // The JSON report keeps the names as they are (JSON escapes them itself).
-        let (report, _, _) =
-            probe_json_with(&[], "field_hazards.py", &["names"], Some("handshake,tools"));
-        let names: Vec<&str> = check(&report, "tools")["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t["name"].as_str().unwrap())
-            .collect();
-        assert_eq!(
-            names[0],
-            "x\n::error title=injected::this line was written by the probed server"
-        );
-    });
-}
-
-/// Field test: a server that pings the client was warned of "requests to a client that
-/// declared no capabilities (only ping is allowed)". Pings are not counted there.
-#[test]
-fn a_server_that_only_pings_the_client_passes_the_capabilities_check() {
-    watchdog(Duration::from_secs(60), || {
-        let (report, code, _) =
-            probe_json_with(&[], "field_hazards.py", &["pings"], Some("capabilities"));
-        assert_eq!(status_of(&report, "capabilities"), "PASS", "{report:#}");
-        assert_eq!(code, 0);
-    });
-}
-
-/// Field test: an answer serde_json cannot read (`"minimum": -1e400` in a tools/list schema)
-/// was reported as no answer within the timeout. stdout-clean says the answer came and could
-/// not be read, and claims no clean stdout.
-#[test]
-fn an_answer_that_cannot_be_read_is_reported_as_such() {
-    watchdog(Duration::from_secs(60), || {
-        let (report, _, _) = probe_json_with(
-            &[],
-            "field_hazards.py",
-            &["tiny-minimum"],
-            Some("handshake,stdout-clean"),
-        );
-        let detail = detail_of(&report, "stdout-clean");
-        assert_eq!(status_of(&report, "stdout-clean"), "FAIL", "{report:#}");
-        assert!(
-            detail.starts_with("tools/list answered, but the answer could not be read: "),
-            "{detail}"
-        );
-        assert!(detail.contains("number out of range"), "{detail}");
-        assert!(!detail.contains("every stdout line"), "{detail}");
     });
 }

@@ -3,7 +3,8 @@
 //!
 //! This file: a watchdog, an in-process server on pipes ([`Peer`]) and the spawned example
 //! server ([`Spawned`]), for the loop's tests. [`mcp`]: `mcpipe demo` driven over pipes, for the
-//! MCP layer's tests. [`client`]: fixtures and helpers for the client and probe tests.
+//! MCP layer's tests. [`client`]: fixtures and helpers for the client and probe tests. [`probe`]:
+//! `mcpipe probe` run and its report read.
 #![allow(dead_code, unreachable_pub)] // Each test file uses a different subset.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -16,6 +17,7 @@ use mcpipe::{Context, Error, ErrorCode, ErrorObject, Handler, Outcome, Request, 
 
 pub mod client;
 pub mod mcp;
+pub mod probe;
 pub mod wrap;
 use serde_json::{json, Value};
 

@@ -9,6 +9,8 @@ mod checks;
 mod errors;
 mod format;
 mod grading;
+mod handshake;
+mod listing;
 mod report;
 mod survey;
 mod target;
@@ -249,7 +251,8 @@ pub(crate) fn run(args: Vec<String>) -> ExitCode {
     let reaper = mcpipe::Subreaper::new().ok();
     let started = Instant::now();
     let mut rows = Vec::new();
-    let mut handshake_failed = false;
+    // Why the checks that need the handshake are skipped, once it failed.
+    let mut blocked: Option<String> = None;
     for check in CHECKS {
         if let Some(only) = &options.only {
             if !only.iter().any(|n| n == check.name) {
@@ -257,13 +260,17 @@ pub(crate) fn run(args: Vec<String>) -> ExitCode {
             }
         }
         let t0 = Instant::now();
-        let outcome = if handshake_failed && check.needs_handshake {
-            grading::skip("the handshake failed")
-        } else {
-            (check.run)(&target)
+        let outcome = match &blocked {
+            Some(why) if check.needs_handshake => grading::skip(why.clone()),
+            _ => (check.run)(&target),
         };
         if check.name == "handshake" && outcome.status == Status::Short {
-            handshake_failed = true;
+            blocked = Some(
+                outcome
+                    .skip_rest
+                    .clone()
+                    .unwrap_or_else(|| String::from("the handshake failed")),
+            );
         }
         // Every client of the check is closed: what still runs below the probe (given a moment
         // to finish dying, if a client signalled it) outlived them.

@@ -4,6 +4,7 @@
 
 use super::errors;
 use super::grading::{rules, Level, Outcome};
+use super::handshake;
 use super::target::Target;
 use super::tasks;
 use super::tools;
@@ -29,7 +30,7 @@ pub(crate) const CHECKS: &[Check] = &[
         level: Level::Must,
         rule: rules::HANDSHAKE,
         needs_handshake: false,
-        run: wire::handshake,
+        run: handshake::handshake,
     },
     Check {
         name: "stdout-clean",

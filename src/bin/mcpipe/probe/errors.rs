@@ -6,17 +6,21 @@ use std::time::Duration;
 use mcpipe::{Error, ErrorCode, RequestOptions, Response};
 use serde_json::json;
 
-use super::grading::{broken, pass, rules, short, skip, undeclared, Level, Outcome};
+use super::grading::{
+    broken, failure, pass, rules, short, skip, undeclared, unread_note, unread_since, Level,
+    Outcome,
+};
 use super::target::{raw_request, survives, Target};
 use super::tools;
 
-/// Sends one bad line and returns the first response within 2 s (scaled), or `None`; a MUST
-/// failure when the server dies on it.
+/// Sends one bad line and returns the first response within 2 s (scaled), or `None`, with the
+/// lines meanwhile that the client could not read; a MUST failure when the server dies on it.
 fn send_bad_line(
     client: &mut mcpipe::Client,
     target: &Target,
     line: &[u8],
-) -> Result<Option<Response>, Outcome> {
+) -> Result<(Option<Response>, u64), Outcome> {
+    let mark = client.stats().bad_lines;
     if let Err(e) = client.send_raw(line) {
         return Err(broken(format!("could not write: {e}")));
     }
@@ -24,8 +28,9 @@ fn send_bad_line(
         Ok(response) => response,
         Err(e) => return Err(broken(format!("the server died on the bad line: {e}"))),
     };
+    let unread = unread_since(client, mark);
     survives(client, target, "the bad line")?;
-    Ok(response)
+    Ok((response, unread))
 }
 
 pub(crate) fn malformed_json(target: &Target) -> Outcome {
@@ -36,12 +41,20 @@ pub(crate) fn malformed_json(target: &Target) -> Outcome {
     let line = b"{\"jsonrpc\":\"2.0\",\"id\":\"bad-json\",\"method\":\"ping\",\n";
     match send_bad_line(&mut client, target, line) {
         Err(o) => o,
-        Ok(None) => pass("skipped the line without an answer (allowed: log and skip)"),
-        Ok(Some(Response { result: Ok(_), .. })) => short("answered with a result, not an error"),
-        Ok(Some(Response {
-            id,
-            result: Err(error),
-        })) => {
+        Ok((None, unread)) => pass(format!(
+            "skipped the line without an answer (allowed: log and skip){}",
+            unread_note(unread)
+        )),
+        Ok((Some(Response { result: Ok(_), .. }), _)) => {
+            short("answered with a result, not an error")
+        }
+        Ok((
+            Some(Response {
+                id,
+                result: Err(error),
+            }),
+            _,
+        )) => {
             if error.code != ErrorCode::PARSE_ERROR {
                 short(format!(
                     "answered with error {} instead of -32700",
@@ -67,12 +80,20 @@ pub(crate) fn invalid_request(target: &Target) -> Outcome {
     let line = b"{\"jsonrpc\":\"2.0\",\"id\":\"bad-request\",\"method\":42}\n";
     match send_bad_line(&mut client, target, line) {
         Err(o) => o,
-        Ok(None) => short("dropped without an answer (the server survived)"),
-        Ok(Some(Response { result: Ok(_), .. })) => short("answered with a result, not an error"),
-        Ok(Some(Response {
-            id,
-            result: Err(error),
-        })) => {
+        Ok((None, unread)) => short(format!(
+            "dropped without an answer (the server survived){}",
+            unread_note(unread)
+        )),
+        Ok((Some(Response { result: Ok(_), .. }), _)) => {
+            short("answered with a result, not an error")
+        }
+        Ok((
+            Some(Response {
+                id,
+                result: Err(error),
+            }),
+            _,
+        )) => {
             let id_ok = match &id {
                 None => true,
                 Some(id) => id.as_str() == Some("bad-request"),
@@ -106,6 +127,7 @@ pub(crate) fn unknown_method(target: &Target) -> Outcome {
         Ok(c) => c,
         Err(o) => return o,
     };
+    let mark = client.stats().bad_lines;
     match client.request(
         "mcpipe/no-such-method",
         Some(json!({})),
@@ -115,8 +137,7 @@ pub(crate) fn unknown_method(target: &Target) -> Outcome {
             pass(format!("answered -32601 ({})", e.message))
         }
         Err(Error::Rpc(e)) => short(format!("answered with error {} instead of -32601", e.code)),
-        Err(Error::Timeout { .. }) => short("no answer to an unknown method"),
-        Err(e) => broken(e.to_string()),
+        Err(e) => failure("mcpipe/no-such-method", &e, unread_since(&client, mark)).outcome(),
         Ok(_) => short("an unknown method was answered with a result"),
     }
 }
@@ -157,6 +178,7 @@ pub(crate) fn capabilities(target: &Target) -> Outcome {
         Err(o) => return o,
     };
     let declared = client.initialize_result()["capabilities"].clone();
+    let mark = client.stats().bad_lines;
     // What provoked log lines on real servers: a bad line, an invalid request, an unknown
     // method; then the lists the server declares.
     let mut burst = b"{not json\n{\"jsonrpc\":\"2.0\",\"id\":\"cap-1\",\"method\":42}\n".to_vec();
@@ -171,8 +193,9 @@ pub(crate) fn capabilities(target: &Target) -> Outcome {
     ] {
         if declared.get(capability).is_some() {
             match client.request(method, Some(json!({})), RequestOptions::new()) {
-                Ok(_) | Err(Error::Rpc(_)) => {}
-                Err(e) => return broken(format!("{method} failed: {e}")),
+                // Any answer will do: what it says is graded by other checks.
+                Ok(_) | Err(Error::Rpc(_) | Error::Protocol { .. }) => {}
+                Err(e) => return failure(method, &e, unread_since(&client, mark)).outcome(),
             }
         }
     }

@@ -51,7 +51,7 @@ impl Verdict {
 pub(crate) struct Row {
     name: &'static str,
     level: Level,
-    rule: &'static str,
+    rule: String,
     verdict: Verdict,
     elapsed: Duration,
     detail: String,
@@ -71,7 +71,7 @@ impl Row {
         Row {
             name: check.name,
             level,
-            rule: outcome.rule.unwrap_or(check.rule),
+            rule: outcome.rule.unwrap_or_else(|| check.rule.to_owned()),
             verdict,
             elapsed,
             detail: one_line(&outcome.detail),
@@ -183,7 +183,7 @@ pub(crate) fn finish(
                     row.name,
                     row.level.label(),
                     github(&row.detail),
-                    github(row.rule)
+                    github(&row.rule)
                 );
             }
         }

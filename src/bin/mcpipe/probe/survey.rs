@@ -5,6 +5,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use super::grading::Failure;
+use super::listing;
+
 /// What calling one tool showed.
 #[derive(Debug, Clone)]
 pub(crate) struct Called {
@@ -26,19 +29,29 @@ pub(crate) struct Entry {
     /// Named by the user with `--call`.
     pub(crate) named: bool,
     pub(crate) called: Option<Called>,
+    /// What is wrong with its definition ("no name", "no inputSchema"), each with the rule it
+    /// breaks: findings of the `tools` check.
+    pub(crate) flaws: Vec<(String, &'static str)>,
 }
 
 impl Entry {
+    /// Its name; empty when it has none the probe can call (it is never called then).
     pub(crate) fn name(&self) -> &str {
-        self.tool["name"].as_str().unwrap_or("")
+        listing::name(&self.tool).unwrap_or("")
+    }
+
+    /// Its name as the report shows it, also when it has none.
+    pub(crate) fn label(&self) -> String {
+        listing::label(&self.tool)
     }
 }
 
 /// What listing and calling the safe tools showed, shared by the checks that need tools.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Survey {
-    /// Why the survey could not be made (the server died, tools/list failed).
-    pub(crate) failure: Option<String>,
+    /// Why the survey could not be made or ended early (the server died, tools/list failed),
+    /// with the rule that broke.
+    pub(crate) failure: Option<Failure>,
     /// The server declares no `tools` capability.
     pub(crate) no_tools: bool,
     pub(crate) entries: Vec<Entry>,

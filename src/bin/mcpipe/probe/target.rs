@@ -9,7 +9,10 @@ use std::time::{Duration, Instant};
 use mcpipe::{Client, ClientBuilder, Era, Error, RequestOptions, Response};
 use serde_json::{json, Value};
 
-use super::grading::{broken, Outcome};
+use super::format::ms;
+use super::grading::{
+    broken, connect_failure, rules, short, unread_note, unread_since, Level, Outcome,
+};
 use super::survey::Survey;
 
 /// A tool the user asked to call (`--call NAME --args JSON`), whatever its annotations.
@@ -84,9 +87,7 @@ impl Target {
 
     /// A fresh server, after the handshake.
     pub(crate) fn connect(&self) -> Result<Client, Outcome> {
-        self.builder()
-            .spawn()
-            .map_err(|e| broken(format!("could not connect: {e}")))
+        self.builder().spawn().map_err(|e| connect_failure(&e))
     }
 }
 
@@ -123,6 +124,19 @@ pub(crate) fn collect(
     Ok((got, duplicates))
 }
 
+/// An `initialize` request as a raw line, as the probe's client would send it.
+pub(crate) fn raw_initialize(id: &str) -> Vec<u8> {
+    raw_request(
+        id,
+        "initialize",
+        json!({
+            "protocolVersion": mcpipe::LATEST_PROTOCOL_VERSION,
+            "capabilities": {},
+            "clientInfo": {"name": "mcpipe-probe", "version": env!("CARGO_PKG_VERSION")},
+        }),
+    )
+}
+
 pub(crate) fn raw_request(id: &str, method: &str, params: Value) -> Vec<u8> {
     let mut line =
         json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
@@ -130,8 +144,10 @@ pub(crate) fn raw_request(id: &str, method: &str, params: Value) -> Vec<u8> {
     line.into_bytes()
 }
 
-/// Whether the server still answers a ping; a MUST failure when it does not.
+/// Whether the server still answers a ping; a MUST failure when it does not: of the liveness
+/// rule when it died, of ping's when it is silent.
 pub(crate) fn survives(client: &mut Client, target: &Target, after: &str) -> Result<(), Outcome> {
+    let mark = client.stats().bad_lines;
     match client.request(
         "ping",
         None,
@@ -140,6 +156,12 @@ pub(crate) fn survives(client: &mut Client, target: &Target, after: &str) -> Res
         Ok(_) => Ok(()),
         // Any answer means the server is alive.
         Err(Error::Rpc(_)) => Ok(()),
+        Err(Error::Timeout { elapsed, .. }) => Err(short(format!(
+            "no answer to ping within {} after {after}{}",
+            ms(elapsed),
+            unread_note(unread_since(client, mark))
+        ))
+        .by(Level::Must, rules::PING)),
         Err(e) => Err(broken(format!("the server did not survive {after}: {e}"))),
     }
 }

@@ -8,7 +8,7 @@ use mcpipe::{Error, TaskOptions, TaskStart};
 use serde_json::Value;
 
 use super::format::ms;
-use super::grading::{broken, pass, short, skip, Outcome};
+use super::grading::{failure, pass, short, skip, unread_since, Outcome};
 use super::target::Target;
 use super::tools::survey;
 
@@ -40,6 +40,7 @@ pub(crate) fn tasks(target: &Target) -> Outcome {
     {
         return skip("the server does not advertise tasks");
     }
+    let mark = client.stats().bad_lines;
     let survey = survey(target);
     // A tool the survey called safely (read-only), that allows tasks, with the arguments that
     // worked there.
@@ -61,11 +62,17 @@ pub(crate) fn tasks(target: &Target) -> Outcome {
     match result {
         Ok(result) if result.get("content").is_some() => {}
         Ok(other) => {
-            return broken(format!(
+            return short(format!(
                 "{name}'s task gave a result without content: {other}"
             ))
         }
-        Err(e) => return broken(format!("{name} as a task failed: {e}")),
+        Err(e) => {
+            return failed(
+                &format!("{name} as a task"),
+                &e,
+                unread_since(&client, mark),
+            )
+        }
     }
     let round_trip = started.elapsed();
     // A second one, cancelled at once: it must end, `cancelled` (or already finished).
@@ -76,24 +83,36 @@ pub(crate) fn tasks(target: &Target) -> Outcome {
                 "{name} allows tasks but was answered without one when a task was asked for"
             ))
         }
-        Err(e) => return broken(format!("starting {name} as a task failed: {e}")),
+        Err(e) => {
+            return failed(
+                &format!("starting {name} as a task"),
+                &e,
+                unread_since(&client, mark),
+            )
+        }
     };
     let Some(id) = task["taskId"].as_str().map(str::to_owned) else {
-        return broken(format!("a task without a taskId: {task}"));
+        return short(format!("a task without a taskId: {task}"));
     };
     let cancelled = match client.cancel_task(&id) {
         Ok(()) => true,
         // The task may have finished before the cancellation reached it.
         Err(Error::Rpc(e)) if e.code.0 == -32602 => false,
-        Err(e) => return broken(format!("tasks/cancel failed: {e}")),
+        Err(e) => return failed("tasks/cancel", &e, unread_since(&client, mark)),
     };
     let status = match client.get_task(&id) {
         Ok(status) => status,
-        Err(e) => return broken(format!("tasks/get after tasks/cancel failed: {e}")),
+        Err(e) => {
+            return failed(
+                "tasks/get after tasks/cancel",
+                &e,
+                unread_since(&client, mark),
+            )
+        }
     };
     let state = status["status"].as_str().unwrap_or_default();
     if !STATES.contains(&state) {
-        return broken(format!("tasks/get gave no known status: {status}"));
+        return short(format!("tasks/get gave no known status: {status}"));
     }
     if cancelled && state != "cancelled" {
         return short(format!("a cancelled task is {state:?}, not \"cancelled\""));
@@ -107,4 +126,16 @@ pub(crate) fn tasks(target: &Target) -> Outcome {
             "had ended before its cancellation"
         }
     ))
+}
+
+/// A task request that failed: a dead or silent server is graded by [`failure`] (with the
+/// `unread` lines of the check); an error answer or a malformed result falls short of the
+/// tasks rule (the check's own).
+fn failed(what: &str, e: &Error, unread: u64) -> Outcome {
+    match e {
+        Error::Rpc(_) | Error::Protocol { .. } if e.unreadable_answer().is_none() => {
+            short(format!("{what} failed: {e}"))
+        }
+        _ => failure(what, e, unread).outcome(),
+    }
 }

@@ -10,7 +10,11 @@ use serde_json::{json, Map, Value};
 
 use super::format::ms;
 use super::grading::undeclared;
-use super::grading::{broken, pass, rules, short, skip, Item, Level, Outcome};
+use super::grading::{
+    broken, failure, pass, rules, short, skip, unread_note, unread_since, Failure, Item, Level,
+    Outcome,
+};
+use super::listing;
 use super::survey::{Called, Entry, Survey};
 use super::target::{survives, Target};
 
@@ -34,8 +38,13 @@ pub(crate) fn safety(tool: &Value) -> Result<(), &'static str> {
 
 /// Arguments a tool should accept, built from its input schema: every required property,
 /// from its `const`, `default`, `enum` or `examples`, else the simplest value of its type.
+/// Always an object (`tools/call` takes no other arguments): `{}` when the schema does not
+/// describe one (a finding of its own, see `listing`).
 pub(crate) fn arguments(schema: &Value) -> Value {
-    value_for(schema, 0)
+    match value_for(schema, 0) {
+        object @ Value::Object(_) if schema.is_object() => object,
+        _ => Value::Object(Map::new()),
+    }
 }
 
 fn value_for(schema: &Value, depth: usize) -> Value {
@@ -116,7 +125,7 @@ fn make_survey(target: &Target) -> Survey {
     let mut client = match target.connect() {
         Ok(c) => c,
         Err(o) => {
-            survey.failure = Some(o.detail);
+            survey.failure = Some(Failure::of(o));
             return survey;
         }
     };
@@ -125,23 +134,40 @@ fn make_survey(target: &Target) -> Survey {
         survey.no_tools = true;
         return survey;
     }
+    let mark = client.stats().bad_lines;
     let listed = match client.list_tools() {
         Ok(listed) => listed,
         Err(e) => {
-            survey.failure = Some(format!("tools/list failed: {e}"));
+            survey.failure = Some(failure("tools/list", &e, unread_since(&client, mark)));
             return survey;
         }
     };
     let mut calls = 0;
     for tool in listed {
-        let name = tool["name"].as_str().unwrap_or("").to_owned();
-        let named = target.calls.iter().find(|c| c.name == name);
         let mut entry = Entry {
             skipped: None,
-            named: named.is_some(),
+            named: false,
             called: None,
+            flaws: Vec::new(),
             tool,
         };
+        let name = listing::name(&entry.tool).map(str::to_owned);
+        if let Err(why) = &name {
+            entry.flaws.push((why.clone(), rules::TOOL_NAME));
+        }
+        if let Some(flaw) = listing::schema_flaw(&entry.tool) {
+            entry.flaws.push((flaw, rules::INPUT_SCHEMA));
+        }
+        let name = match name {
+            Ok(name) => name,
+            Err(why) => {
+                entry.skipped = Some(format!("{why}: it cannot be called"));
+                survey.entries.push(entry);
+                continue;
+            }
+        };
+        let named = target.calls.iter().find(|c| c.name == name);
+        entry.named = named.is_some();
         let args = match (named, safety(&entry.tool)) {
             (Some(call), _) => Some(call.arguments.clone()),
             (None, Ok(())) => Some(arguments(&entry.tool["inputSchema"])),
@@ -158,10 +184,11 @@ fn make_survey(target: &Target) -> Survey {
             } else {
                 calls += 1;
                 let called = call(&mut client, target, &name, args);
-                let died = survives(&mut client, target, "the call").is_err();
+                let after = format!("calling {name}");
+                let gone = survives(&mut client, target, &after).err();
                 entry.called = Some(called);
-                if died {
-                    survey.failure = Some(format!("the server did not survive calling {name}"));
+                if let Some(o) = gone {
+                    survey.failure = Some(Failure::of(o));
                     survey.entries.push(entry);
                     break;
                 }
@@ -189,6 +216,7 @@ fn call(client: &mut Client, target: &Target, name: &str, arguments: Value) -> C
     let mut on_progress = |_: &mcpipe::Progress| progress += 1;
     let started = Instant::now();
     let deadline = target.t(Duration::from_secs(3));
+    let mark = client.stats().bad_lines;
     let result = client.call_tool_with(
         name,
         arguments.clone(),
@@ -211,7 +239,11 @@ fn call(client: &mut Client, target: &Target, name: &str, arguments: Value) -> C
         Err(Error::Rpc(e)) => Ok(format!("error {}: {}", e.code, e.message)),
         Err(Error::Timeout { .. }) => {
             timed_out = true;
-            Ok(format!("no answer within {}: cancelled", ms(deadline)))
+            Ok(format!(
+                "no answer within {}: cancelled{}",
+                ms(deadline),
+                unread_note(unread_since(client, mark))
+            ))
         }
         Err(e) => Err(e.to_string()),
     };
@@ -231,9 +263,21 @@ pub(crate) fn tools(target: &Target) -> Outcome {
     }
     let mut items = Vec::new();
     let mut called = Vec::new();
-    let mut bad = Vec::new();
+    // Each shortfall with the rule it breaks: the survey's end, the listing, the calls.
+    let mut findings: Vec<(String, String)> = Vec::new();
+    if let Some(failure) = &survey.failure {
+        findings.push((failure.detail.clone(), failure.rule.clone()));
+    }
     let mut skipped = 0;
     for entry in &survey.entries {
+        for (flaw, rule) in &entry.flaws {
+            let finding = if *rule == rules::TOOL_NAME {
+                format!("a tool with {flaw}")
+            } else {
+                format!("{}: {flaw}", entry.label())
+            };
+            findings.push((finding, (*rule).to_owned()));
+        }
         let (action, detail) = match (&entry.skipped, &entry.called) {
             (Some(why), _) => {
                 skipped += 1;
@@ -251,15 +295,26 @@ pub(crate) fn tools(target: &Target) -> Outcome {
                         format!("{how}, {} → {summary} in {}", c.arguments, ms(c.took)),
                     ),
                     Err(why) => {
-                        bad.push(format!("{}: {why}", entry.name()));
+                        findings.push((
+                            format!("{}: {why}", entry.name()),
+                            rules::TOOL_RESULT.to_owned(),
+                        ));
                         ("failed", format!("{how}, {} → {why}", c.arguments))
                     }
                 }
             }
             (None, None) => ("skipped", String::from("not reached")),
         };
+        // The row's detail may be cut: each tool's line says what is wrong with it too (a
+        // missing name already does, in the reason it was skipped).
+        let mut detail = detail;
+        for (flaw, rule) in &entry.flaws {
+            if *rule != rules::TOOL_NAME {
+                detail = format!("{detail}; {flaw}");
+            }
+        }
         items.push(Item {
-            name: entry.name().to_owned(),
+            name: entry.label(),
             action,
             detail,
         });
@@ -274,10 +329,15 @@ pub(crate) fn tools(target: &Target) -> Outcome {
             called.join(", ")
         }
     );
-    let mut outcome = if let Some(failure) = &survey.failure {
-        broken(format!("{failure}; {summary}"))
-    } else if !bad.is_empty() {
-        short(format!("{}; {summary}", bad.join("; ")))
+    let mut outcome = if !findings.is_empty() {
+        let details: Vec<&str> = findings.iter().map(|(d, _)| d.as_str()).collect();
+        let mut cited: Vec<&str> = Vec::new();
+        for (_, rule) in &findings {
+            if !cited.contains(&rule.as_str()) {
+                cited.push(rule);
+            }
+        }
+        short(format!("{}; {summary}", details.join("; "))).by(Level::Must, cited.join("; "))
     } else if !survey.unlisted.is_empty() {
         short(format!(
             "--call names tools the server does not list: {}; {summary}",
@@ -319,6 +379,7 @@ pub(crate) fn tool_error(target: &Target) -> Outcome {
         Ok(c) => c,
         Err(o) => return o,
     };
+    let mark = client.stats().bad_lines;
     let verdict = match client.call_tool(&name, arguments.clone()) {
         Ok(result) if result["isError"] == true => {
             pass(format!("{name} {arguments} answered with an isError result"))
@@ -328,7 +389,7 @@ pub(crate) fn tool_error(target: &Target) -> Outcome {
             "{name} {arguments} answered -32602 (before 2025-11-25 the usual answer; isError is preferred now)"
         )),
         Err(Error::Rpc(e)) => short(format!("{name} {arguments} answered with error {}", e.code)),
-        Err(e) => broken(format!("{name}: {e}")),
+        Err(e) => failure("tools/call", &e, unread_since(&client, mark)).outcome(),
     };
     match survives(&mut client, target, "the tool error") {
         Ok(()) => verdict,
@@ -347,6 +408,7 @@ pub(crate) fn unknown_tool(target: &Target) -> Outcome {
     {
         return skip("the server declares no tools");
     }
+    let mark = client.stats().bad_lines;
     match client.call_tool("mcpipe-probe-no-such-tool", json!({})) {
         Err(Error::Rpc(e)) if e.code == ErrorCode::INVALID_PARAMS => {
             pass(format!("answered -32602 ({})", e.message))
@@ -356,13 +418,16 @@ pub(crate) fn unknown_tool(target: &Target) -> Outcome {
         }
         Ok(_) => short("an unknown tool was answered with a successful result"),
         Err(Error::Rpc(e)) => short(format!("answered with error {} instead of -32602", e.code)),
-        Err(Error::Timeout { .. }) => short("no answer").by(Level::Must, rules::ALIVE),
-        Err(e) => broken(e.to_string()),
+        Err(e) => failure("tools/call", &e, unread_since(&client, mark)).outcome(),
     }
 }
 
-/// Integer arguments that read as a duration, set so the call would take 2 s (scaled).
+/// Integer arguments that read as a duration, set so the call would take 2 s (scaled). Not
+/// for a tool whose schema is no object schema: its properties describe no arguments.
 fn slow_arguments(entry: &Entry, scale: f64) -> Option<Value> {
+    if listing::schema_flaw(&entry.tool).is_some() {
+        return None;
+    }
     let schema = &entry.tool["inputSchema"];
     let mut args = arguments(schema);
     let props = schema["properties"].as_object()?;
@@ -446,6 +511,7 @@ pub(crate) fn cancellation(target: &Target) -> Outcome {
     let mut progress = 0;
     let mut on_progress = |_: &mcpipe::Progress| progress += 1;
     let wait = target.t(Duration::from_millis(400));
+    let mark = client.stats().bad_lines;
     let result = client.call_tool_with(
         &name,
         arguments.clone(),
@@ -462,7 +528,7 @@ pub(crate) fn cancellation(target: &Target) -> Outcome {
                 ms(wait)
             ))
         }
-        Err(e) => return broken(format!("{name} failed: {e}")),
+        Err(e) => return failure("tools/call", &e, unread_since(&client, mark)).outcome(),
     }
     // Past the time the call would have ended, nothing more may arrive for it.
     if let Err(e) = client.pump(target.t(Duration::from_millis(2300))) {

@@ -1,5 +1,5 @@
-//! Checks of the transport and the session: the handshake (and echoing servers), clean stdout,
-//! bursts, split and large messages, exiting on EOF and SIGTERM, and the two measurements.
+//! Checks of the transport and the session: clean stdout, bursts, split and large messages,
+//! exiting on EOF and SIGTERM, and the two measurements.
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
@@ -8,60 +8,9 @@ use mcpipe::{Error, RequestOptions, ShutdownStage};
 use serde_json::json;
 
 use super::format::{count, ms, rate};
-use super::grading::{broken, pass, short, Level, Outcome};
-use super::target::{collect, raw_request, survives, Target};
+use super::grading::{broken, failure, pass, short, unread_note, unread_since, Level, Outcome};
+use super::target::{collect, raw_initialize, raw_request, Target};
 use super::tools;
-
-/// The method of the notification an echoing server sends back.
-const ECHO_PROBE: &str = "notifications/mcpipe-probe-echo";
-
-pub(crate) fn handshake(target: &Target) -> Outcome {
-    let mut client = match target.builder().spawn() {
-        Ok(c) => c,
-        Err(e) => {
-            if echoes(target) {
-                return short(format!(
-                    "the server echoes its input back (it returned the probe's own messages): {e}"
-                ));
-            }
-            return short(format!("could not connect: {e}"));
-        }
-    };
-    let info = &client.initialize_result()["serverInfo"];
-    let detail = format!(
-        "protocol {}, server {} {}",
-        client.protocol_version(),
-        info["name"].as_str().unwrap_or("(unnamed)"),
-        info["version"].as_str().unwrap_or("")
-    );
-    match survives(&mut client, target, "the handshake") {
-        Ok(()) => pass(detail),
-        Err(o) => o,
-    }
-}
-
-/// Whether the server sends back a notification it was sent: the mark of a server that echoes
-/// its input. (Its echo of `initialize` is a request, which the probe's client answers with
-/// -32601, which comes back as the answer to `initialize`: without this test the handshake
-/// would blame the server for "method not found: initialize".)
-fn echoes(target: &Target) -> bool {
-    let Ok(mut client) = target.builder().initialize(false).spawn() else {
-        return false;
-    };
-    let line = format!("{{\"jsonrpc\":\"2.0\",\"method\":\"{ECHO_PROBE}\",\"params\":{{}}}}\n");
-    if client.send_raw(line.as_bytes()).is_err() {
-        return false;
-    }
-    let deadline = Instant::now() + target.t(Duration::from_secs(1));
-    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
-        match client.next_notification(left) {
-            Ok(Some(n)) if n.method == ECHO_PROBE => return true,
-            Ok(Some(_)) => {}
-            Ok(None) | Err(_) => return false,
-        }
-    }
-    false
-}
 
 pub(crate) fn stdout_clean(target: &Target) -> Outcome {
     let mut client = match target.connect() {
@@ -69,12 +18,15 @@ pub(crate) fn stdout_clean(target: &Target) -> Outcome {
         Err(o) => return o,
     };
     let mut exchanged = 2;
+    let mark = client.stats().bad_lines;
     if let Err(e) = client.ping() {
-        return failed("ping", &e);
+        return failure("ping", &e, unread_since(&client, mark)).outcome();
     }
     match client.list_tools() {
+        // An answer of the wrong shape is still a message (the tools check grades its shape).
         Ok(_) | Err(Error::Rpc(_)) => exchanged += 1,
-        Err(e) => return failed("tools/list", &e),
+        Err(e @ Error::Protocol { .. }) if e.unreadable_answer().is_none() => exchanged += 1,
+        Err(e) => return failure("tools/list", &e, unread_since(&client, mark)).outcome(),
     }
     if let Err(e) = client.pump(target.t(Duration::from_millis(200))) {
         return broken(format!("the server failed: {e}"));
@@ -84,17 +36,6 @@ pub(crate) fn stdout_clean(target: &Target) -> Outcome {
             "{exchanged} exchanges, every stdout line a message"
         )),
         n => short(format!("{n} lines on stdout were not JSON-RPC messages")),
-    }
-}
-
-/// A request of the check failed: the server died or hung (a MUST of any check), or it
-/// answered with a line the client could not read, which is not every stdout line a message.
-fn failed(method: &str, e: &Error) -> Outcome {
-    match e.unreadable_answer() {
-        Some(why) => short(format!(
-            "{method} answered, but the answer could not be read: {why}"
-        )),
-        None => broken(format!("{method} failed: {e}")),
     }
 }
 
@@ -114,15 +55,7 @@ pub(crate) fn init_burst(target: &Target) -> Outcome {
         Ok(c) => c,
         Err(e) => return broken(format!("could not start the server: {e}")),
     };
-    let mut burst = raw_request(
-        "burst-init",
-        "initialize",
-        json!({
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "mcpipe-probe", "version": env!("CARGO_PKG_VERSION")},
-        }),
-    );
+    let mut burst = raw_initialize("burst-init");
     burst.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n");
     burst.extend(raw_request("burst-list", "tools/list", json!({})));
     let started = Instant::now();
@@ -149,9 +82,10 @@ pub(crate) fn init_burst(target: &Target) -> Outcome {
         (false, n) if n > 0 => short("initialize was answered with an error")
             .by(Level::Must, super::grading::rules::HANDSHAKE),
         (_, n) => short(format!(
-            "{n} of 2 requests answered within {} (plus {} for startup)",
+            "{n} of 2 requests answered within {} (plus {} for startup){}",
             ms(bound),
-            ms(startup)
+            ms(startup),
+            unread_note(client.stats().bad_lines)
         )),
     }
 }
@@ -162,6 +96,7 @@ pub(crate) fn ping_burst(target: &Target) -> Outcome {
         Err(o) => return o,
     };
     const N: usize = 1000;
+    let mark = client.stats().bad_lines;
     let mut burst = Vec::new();
     let mut ids = HashSet::new();
     for i in 0..N {
@@ -182,10 +117,11 @@ pub(crate) fn ping_burst(target: &Target) -> Outcome {
     let errors = got.iter().filter(|r| r.result.is_err()).count();
     if got.len() < N {
         return short(format!(
-            "{} of {} pings answered within {}",
+            "{} of {} pings answered within {}{}",
             count(got.len() as u64),
             count(N as u64),
-            ms(bound)
+            ms(bound),
+            unread_note(unread_since(&client, mark))
         ));
     }
     if duplicates > 0 {
@@ -206,6 +142,7 @@ pub(crate) fn split_message(target: &Target) -> Outcome {
         Ok(c) => c,
         Err(o) => return o,
     };
+    let mark = client.stats().bad_lines;
     let line = raw_request(
         "split-1",
         "ping",
@@ -232,8 +169,9 @@ pub(crate) fn split_message(target: &Target) -> Outcome {
     match collect(&mut client, &ids, Instant::now() + bound) {
         Ok((got, _)) if got.len() == 1 => pass(format!("answered after {writes} writes")),
         Ok(_) => short(format!(
-            "no answer within {} to a request sent in {writes} writes",
-            ms(bound)
+            "no answer within {} to a request sent in {writes} writes{}",
+            ms(bound),
+            unread_note(unread_since(&client, mark))
         )),
         Err(e) => broken(format!("the server failed: {e}")),
     }
@@ -311,6 +249,7 @@ pub(crate) fn large_message(target: &Target) -> Outcome {
         Err(_) => None,
     };
     let started = Instant::now();
+    let mark = client.stats().bad_lines;
     if let Some(arg) = echo_arg {
         match client.call_tool("echo", json!({ arg: text })) {
             Ok(result)
@@ -321,13 +260,19 @@ pub(crate) fn large_message(target: &Target) -> Outcome {
                 pass(format!("1 MiB echoed in {}", ms(started.elapsed())))
             }
             Ok(_) => short("the 1 MiB echo came back without the text sent"),
-            Err(e) => short(format!("echo of 1 MiB failed: {e}")),
+            Err(e) => short(format!(
+                "echo of 1 MiB failed: {e}{}",
+                unread_note(unread_since(&client, mark))
+            )),
         }
     } else {
         let params = json!({"_meta": {"mcpipe/padding": text}});
         match client.request("ping", Some(params), RequestOptions::new()) {
             Ok(_) => pass(format!("1 MiB ping answered in {}", ms(started.elapsed()))),
-            Err(e) => short(format!("a 1 MiB ping failed: {e}")),
+            Err(e) => short(format!(
+                "a 1 MiB ping failed: {e}{}",
+                unread_note(unread_since(&client, mark))
+            )),
         }
     }
 }
@@ -338,10 +283,11 @@ pub(crate) fn latency(target: &Target) -> Outcome {
         Err(o) => return o,
     };
     let mut samples = Vec::with_capacity(200);
+    let mark = client.stats().bad_lines;
     for _ in 0..200 {
         let started = Instant::now();
         if let Err(e) = client.ping() {
-            return broken(format!("ping failed: {e}"));
+            return failure("ping", &e, unread_since(&client, mark)).outcome();
         }
         samples.push(started.elapsed());
     }
@@ -357,6 +303,7 @@ pub(crate) fn throughput(target: &Target) -> Outcome {
         Err(o) => return o,
     };
     const N: usize = 10_000;
+    let mark = client.stats().bad_lines;
     let mut burst = Vec::new();
     let mut ids = HashSet::new();
     for i in 0..N {
@@ -380,10 +327,11 @@ pub(crate) fn throughput(target: &Target) -> Outcome {
             ))
         }
         Ok((got, _)) => short(format!(
-            "{} of {} pings answered within {}",
+            "{} of {} pings answered within {}{}",
             count(got.len() as u64),
             count(N as u64),
-            ms(bound)
+            ms(bound),
+            unread_note(unread_since(&client, mark))
         )),
         Err(e) => broken(format!("the server failed: {e}")),
     }

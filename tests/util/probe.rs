@@ -1,0 +1,88 @@
+//! `mcpipe probe` run as a user runs it: the binary with arguments, under a guard that kills it
+//! if the test gives up, and its JSON report read back.
+
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::client::{fixture_path, mcpipe_bin};
+
+/// Runs `mcpipe probe ARGS` and returns its output and how long it took. The probe bounds
+/// itself; the watchdog around each test catches a probe that does not.
+pub fn probe(args: &[&str]) -> (Output, Duration) {
+    let started = Instant::now();
+    let child = Command::new(mcpipe_bin())
+        .arg("probe")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    // Kills the probe (and so its servers, by parent-death signal) if the test gives up.
+    struct KillOnDrop(u32, bool);
+    impl Drop for KillOnDrop {
+        fn drop(&mut self) {
+            if !self.1 {
+                let _ = Command::new("kill")
+                    .args(["-9", &self.0.to_string()])
+                    .status();
+            }
+        }
+    }
+    let mut guard = KillOnDrop(pid, false);
+    let output = child.wait_with_output().unwrap();
+    guard.1 = true;
+    (output, started.elapsed())
+}
+
+/// Runs the probe with `--json` against a fixture and returns the report.
+pub fn probe_json(fixture: &str, only: Option<&str>) -> (Value, i32, Duration) {
+    probe_json_with(&[], fixture, &[], only)
+}
+
+/// As [`probe_json`], with probe options before the command and arguments for the fixture.
+pub fn probe_json_with(
+    options: &[&str],
+    fixture: &str,
+    fixture_args: &[&str],
+    only: Option<&str>,
+) -> (Value, i32, Duration) {
+    let path = fixture_path(fixture);
+    let path = path.to_str().unwrap();
+    let mut args = vec!["--json"];
+    args.extend(options);
+    if let Some(only) = only {
+        args.extend(["--only", only]);
+    }
+    args.extend(["--", "python3", path]);
+    args.extend(fixture_args);
+    let (output, took) = probe(&args);
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {}\nstderr: {}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    (report, output.status.code().unwrap_or(-1), took)
+}
+
+pub fn check<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no check {name} in {report:#}"))
+}
+
+pub fn status_of<'a>(report: &'a Value, name: &str) -> &'a str {
+    check(report, name)["status"].as_str().unwrap()
+}
+
+pub fn detail_of<'a>(report: &'a Value, name: &str) -> &'a str {
+    check(report, name)["detail"].as_str().unwrap()
+}
