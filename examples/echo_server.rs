@@ -66,7 +66,11 @@ impl Handler for Example {
 
     fn on_idle(&mut self, _cx: &mut Context<'_>) {
         self.idle_runs += 1;
-        eprintln!("echo_server: idle hook ran ({} times)", self.idle_runs);
+        // On the loop's thread: `eprintln!` would stall the loop on a stderr nobody reads.
+        mcpipe::stderr_line(&format!(
+            "echo_server: idle hook ran ({} times)",
+            self.idle_runs
+        ));
     }
 }
 
@@ -131,12 +135,13 @@ fn run() -> Result<(), String> {
     let outcome = server
         .serve_stdio(&mut Example { idle_runs: 0 })
         .map_err(|e| e.to_string())?;
-    eprintln!("echo_server: ended: {outcome}");
+    // Not `eprintln!`: on a stderr nobody reads it would keep the process from exiting.
+    mcpipe::stderr_line(&format!("echo_server: ended: {outcome}"));
     if report_restore {
-        eprintln!(
+        mcpipe::stderr_line(&format!(
             "echo_server: fd flags before: {flags_before:?} after: {:?}",
             std_fd_flags()
-        );
+        ));
         say_stdout_is_back();
     }
     Ok(())
@@ -146,7 +151,7 @@ fn main() -> ExitCode {
     match run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("echo_server: {e}");
+            mcpipe::stderr_line(&format!("echo_server: {e}"));
             ExitCode::from(2)
         }
     }

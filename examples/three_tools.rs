@@ -76,10 +76,11 @@ fn run() -> Result<(), mcpipe::Error> {
     let outcome = Server::new()
         .idle_timeout(Some(Duration::from_secs(300)))
         .serve_stdio(&mut server)?;
-    eprintln!(
+    // Not `eprintln!`: it would block the exit on a stderr nobody reads.
+    mcpipe::stderr_line(&format!(
         "three-tools: {outcome} after {} tool calls",
         server.state().calls + counted.load(Ordering::Relaxed)
-    );
+    ));
     Ok(())
 }
 
@@ -87,7 +88,7 @@ fn main() -> ExitCode {
     match run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("three-tools: {e}");
+            mcpipe::stderr_line(&format!("three-tools: {e}"));
             ExitCode::FAILURE
         }
     }

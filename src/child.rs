@@ -2,9 +2,13 @@
 //! captured up to a bound, while the loop keeps watching for cancellation and shutdown.
 //!
 //! Whatever way the wait ends (the command exits, its deadline passes, the peer cancels, a
-//! signal asks the server to stop, the handler panics), every process the command started is
-//! gone afterwards: SIGTERM to the whole group, SIGKILL after a short grace, then the direct
-//! child is reaped, so there are neither orphans nor zombies.
+//! signal asks the server to stop, the handler panics), what the command started is gone
+//! afterwards: SIGTERM to the whole group and to every descendant seen while the command ran,
+//! SIGKILL after a short grace, then the direct child is reaped. A signal to the group alone
+//! misses a descendant that left it (`setsid`), so the wait also learns the command's process
+//! tree as it goes ([`ProcessTree`]; Linux, about every 10 ms). A process started *and*
+//! orphaned between two looks, or any that left the group on a system without `/proc`, is
+//! beyond its reach.
 
 use std::io::{self, Read};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -15,6 +19,7 @@ use mio::{Events, Interest, Poll, Token};
 
 use crate::deadline;
 use crate::error::Error;
+use crate::process_tree::ProcessTree;
 use crate::responder::CancelToken;
 use crate::sys;
 
@@ -105,48 +110,66 @@ pub struct ChildOutput {
     pub timed_out: bool,
 }
 
-/// The direct child and its process group; dropping it stops and reaps whatever still runs.
+/// The direct child, its process group and its other descendants; dropping it stops and reaps
+/// whatever still runs.
 struct Group {
     child: Child,
     pgid: libc::pid_t,
     reaped: Option<ExitStatus>,
+    /// Every descendant seen while the command ran, also those that left the group.
+    tree: ProcessTree,
 }
 
 impl Group {
     fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
         if self.reaped.is_none() {
             self.reaped = self.child.try_wait()?;
+            if self.reaped.is_some() {
+                self.tree.forget_root();
+            }
         }
         Ok(self.reaped)
     }
 
-    /// SIGTERM to the group, SIGKILL after the grace, then reap the direct child.
+    /// SIGTERM to the group and the tree, SIGKILL after the grace, then reap the direct child.
+    /// Every signal is sent before an error can return.
     fn terminate(&mut self) -> io::Result<ExitStatus> {
+        // One last look while the links to the command's descendants still exist.
+        self.tree.scan();
         // ESRCH (nobody left) is the good case; nothing else can usefully be done on error.
         let _ = sys::signal_group(self.pgid, libc::SIGTERM);
+        self.tree.signal_all(libc::SIGTERM);
         let until = Instant::now() + TERM_GRACE;
-        while Instant::now() < until {
-            if self.try_wait()?.is_some() && !sys::group_exists(self.pgid) {
-                break;
-            }
+        while Instant::now() < until && !self.all_gone() {
             std::thread::sleep(Duration::from_millis(2));
         }
+        // What a process forked during the grace.
+        self.tree.scan();
         let _ = sys::signal_group(self.pgid, libc::SIGKILL);
+        self.tree.kill_all();
         match self.reaped {
             Some(status) => Ok(status),
             None => {
                 // After SIGKILL the wait is short.
                 let status = self.child.wait()?;
                 self.reaped = Some(status);
+                self.tree.forget_root();
                 Ok(status)
             }
         }
+    }
+
+    /// Whether the direct child is reaped (or cannot be waited for) and nothing else is left.
+    fn all_gone(&mut self) -> bool {
+        self.try_wait().map_or(true, |status| status.is_some())
+            && !sys::group_exists(self.pgid)
+            && !self.tree.any_alive()
     }
 }
 
 impl Drop for Group {
     fn drop(&mut self) {
-        if self.reaped.is_none() || sys::group_exists(self.pgid) {
+        if self.reaped.is_none() || sys::group_exists(self.pgid) || !self.tree.is_empty() {
             let _ = self.terminate();
         }
     }
@@ -239,6 +262,7 @@ pub(crate) fn run(
     let mut group = Group {
         // Pids always fit a pid_t; 0 would only make `signal_group` refuse, never misfire.
         pgid: libc::pid_t::try_from(child.id()).unwrap_or(0),
+        tree: ProcessTree::new(child.id()),
         child,
         reaped: None,
     };
@@ -248,6 +272,8 @@ pub(crate) fn run(
     let mut timed_out = false;
 
     let status = loop {
+        // Before `try_wait`: the command's children are learned while it still links them.
+        group.tree.scan_if_due();
         out.drain(conn);
         err.drain(conn);
         if group.try_wait().map_err(failed)?.is_some() {
@@ -258,6 +284,7 @@ pub(crate) fn run(
                 && conn.interruption().is_none()
             {
                 conn.wait_until(until.min(Instant::now() + CHILD_TICK))?;
+                group.tree.scan_if_due();
                 out.drain(conn);
                 err.drain(conn);
             }

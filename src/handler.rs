@@ -382,10 +382,16 @@ impl<'a> Context<'a> {
     ///
     /// While it runs, the loop keeps reading input (kept in order for later) and watching for
     /// cancellation. On cancellation, a shutdown signal, the peer going away or the `timeout`:
-    /// SIGTERM to the whole group, SIGKILL after a short grace (200 ms), then the child is
-    /// reaped, so the call returns well within a second and leaves no process behind. When the
-    /// command exits by itself, processes it left running in its group get the same treatment
-    /// (after 100 ms in which they may finish writing).
+    /// SIGTERM to the whole group and to the command's other descendants, SIGKILL after a short
+    /// grace (200 ms), then the child is reaped, so the call returns well within a second. When
+    /// the command exits by itself, the processes it left running get the same treatment (after
+    /// 100 ms in which they may finish writing).
+    ///
+    /// No process is left behind: besides the group, every descendant seen while the command
+    /// ran is ended, also one that left the group or its session (`setsid`), which a signal to
+    /// the group misses. On Linux the command's process tree is read from `/proc` about every
+    /// 10 ms while it runs, so only a process started *and* orphaned between two looks (a
+    /// double fork within 10 ms) escapes; other systems end the process group only.
     ///
     /// # Errors
     /// [`Error::Spawn`] when the command cannot be started; [`Error::Cancelled`],
@@ -399,7 +405,8 @@ impl<'a> Context<'a> {
     /// let mut cmd = std::process::Command::new("ls");
     /// cmd.arg("-l");
     /// let out = cx.run_command(cmd, 1 << 20, Some(Duration::from_secs(30)))?;
-    /// eprintln!("exit {:?}: {}", out.status.code(), String::from_utf8_lossy(&out.stdout));
+    /// let said = String::from_utf8_lossy(&out.stdout);
+    /// mcpipe::stderr_line(&format!("exit {:?}: {said}", out.status.code()));
     /// # Ok(()) }
     /// ```
     pub fn run_command(

@@ -34,7 +34,8 @@
 //!
 //! fn main() -> Result<(), mcpipe::Error> {
 //!     let outcome = Server::new().serve_stdio(&mut Counter { calls: 0 })?;
-//!     eprintln!("done: {outcome}");
+//!     // `stderr_line`, not `eprintln!`: it never blocks the exit on a stderr nobody reads.
+//!     mcpipe::stderr_line(&format!("done: {outcome}"));
 //!     Ok(())
 //! }
 //! ```

@@ -1,6 +1,6 @@
 //! The descendants of a spawned server, tracked while it lives so that closing the client ends
 //! every one of them: also those that left the server's process group or session (`setsid`),
-//! which a signal to the group misses.
+//! which a signal to the group misses. A handler's command (`child.rs`) is tracked the same way.
 //!
 //! Once a process's parent dies, the kernel hands it to init (or a subreaper) and the link to
 //! the server is gone, so the tree is learned *while the links exist*: the client scans it
@@ -42,7 +42,8 @@ struct Tracked {
 /// The server's descendants seen so far.
 #[derive(Debug)]
 pub(crate) struct ProcessTree {
-    root: u32,
+    /// `None` once the root was reaped: its pid may then name a stranger.
+    root: Option<u32>,
     /// Invariant: no two entries share a pid, and `known.len() <= MAX_TRACKED`.
     known: Vec<Tracked>,
     last_scan: Option<Instant>,
@@ -52,7 +53,7 @@ impl ProcessTree {
     /// Tracks the descendants of `root` (the server, which the client signals itself).
     pub(crate) fn new(root: u32) -> ProcessTree {
         ProcessTree {
-            root,
+            root: Some(root),
             known: Vec::new(),
             last_scan: None,
         }
@@ -66,6 +67,12 @@ impl ProcessTree {
     /// Whether no descendant was alive at the last scan.
     pub(crate) fn is_empty(&self) -> bool {
         self.known.is_empty()
+    }
+
+    /// The root was reaped (its pid may be reused): later scans start from the descendants
+    /// already tracked, which are still the ones to end.
+    pub(crate) fn forget_root(&mut self) {
+        self.root = None;
     }
 
     /// Scans unless the last scan was less than [`SCAN_INTERVAL`] ago.
@@ -84,9 +91,7 @@ impl ProcessTree {
         }
         self.known.retain(|t| start_time(t.pid) == Some(t.start));
         let mut seen: HashSet<u32> = self.known.iter().map(|t| t.pid).collect();
-        let mut stack: Vec<u32> = std::iter::once(self.root)
-            .chain(seen.iter().copied())
-            .collect();
+        let mut stack: Vec<u32> = self.root.into_iter().chain(seen.iter().copied()).collect();
         let mut table = None;
         while let Some(parent) = stack.pop() {
             let children = match children_of(parent) {
@@ -100,7 +105,7 @@ impl ProcessTree {
                     .collect(),
             };
             for pid in children {
-                if pid == self.root || !seen.insert(pid) || self.known.len() >= MAX_TRACKED {
+                if Some(pid) == self.root || !seen.insert(pid) || self.known.len() >= MAX_TRACKED {
                     continue;
                 }
                 if let Some(tracked) = track(pid) {
@@ -114,20 +119,34 @@ impl ProcessTree {
     /// Sends SIGKILL to every tracked descendant that is still the process it was, and forgets
     /// them all. They are not our children: init reaps them.
     pub(crate) fn kill_all(&mut self) {
-        for tracked in self.known.drain(..) {
+        self.signal_all(libc::SIGKILL);
+        self.known.clear();
+    }
+
+    /// Sends `signal` to every tracked descendant that is still the process it was (a SIGTERM
+    /// that lets them end in order before [`ProcessTree::kill_all`]).
+    pub(crate) fn signal_all(&self, signal: libc::c_int) {
+        for tracked in &self.known {
             match &tracked.pidfd {
                 Some(fd) => {
-                    let _ = sys::pidfd_signal(fd.as_fd(), libc::SIGKILL);
+                    let _ = sys::pidfd_signal(fd.as_fd(), signal);
                 }
                 None => {
                     if start_time(tracked.pid) == Some(tracked.start) {
                         if let Ok(pid) = libc::pid_t::try_from(tracked.pid) {
-                            let _ = sys::signal_process(pid, libc::SIGKILL);
+                            let _ = sys::signal_process(pid, signal);
                         }
                     }
                 }
             }
         }
+    }
+
+    /// Whether a tracked descendant is still alive (not a zombie) and still the process it was.
+    pub(crate) fn any_alive(&self) -> bool {
+        self.known
+            .iter()
+            .any(|t| start_time(t.pid) == Some(t.start))
     }
 }
 

@@ -65,7 +65,8 @@ const SHUTDOWN_TICK: Duration = Duration::from_millis(50);
 /// }
 ///
 /// let outcome = Server::new().serve_stdio(&mut Echo)?;
-/// eprintln!("server ended: {outcome}");
+/// // Not `eprintln!`: it would block the exit on a stderr nobody reads.
+/// mcpipe::stderr_line(&format!("server ended: {outcome}"));
 /// # Ok::<(), mcpipe::Error>(())
 /// ```
 #[derive(Debug, Clone)]

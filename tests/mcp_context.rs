@@ -411,6 +411,11 @@ fn long_lists_are_paginated_with_cursors() {
     }
     let want: Vec<String> = (0..10).map(|i| format!("t{i}")).collect();
     assert_eq!(names, want);
+    // Only a cursor the server handed out is accepted: not one it never writes.
+    for (id, bad) in (20..).zip(["mcpipe:+3", "mcpipe:03", "mcpipe:4"]) {
+        client.request(id, "tools/list", json!({ "cursor": bad }));
+        assert_eq!(client.next()["error"]["code"], -32602, "{bad}");
+    }
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! A full or closed stderr never stalls or kills the server: `mcpipe demo` launched with a
 //! stderr pipe nobody reads (filled before the server starts), and with a stderr whose reader
-//! is gone. Every wait has a deadline.
+//! is gone; the examples (whose hooks and endings write to stderr) with a full one. Every wait
+//! has a deadline.
 
 mod util;
 
@@ -21,8 +22,14 @@ struct Demo {
 
 impl Demo {
     fn start(stderr: impl Into<Stdio>) -> Demo {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_mcpipe"))
-            .arg("demo")
+        let mut demo = Command::new(env!("CARGO_BIN_EXE_mcpipe"));
+        demo.arg("demo");
+        Demo::spawn(demo, stderr)
+    }
+
+    /// Any server (an example), stdin and stdout piped, its stderr on `stderr`.
+    fn spawn(mut command: Command, stderr: impl Into<Stdio>) -> Demo {
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(stderr)
@@ -176,4 +183,61 @@ fn a_closed_stderr_ends_logging_not_the_server() {
     demo.exercise();
     demo.stdin = None;
     assert_eq!(demo.wait_exit(Duration::from_secs(5)), Some(0));
+}
+
+/// The raw example server with an idle hook every 200 ms: it answers across idle-hook runs and
+/// ends on SIGTERM, though nothing it writes to stderr can get out.
+#[test]
+fn the_echo_example_with_a_stderr_nobody_reads_answers_across_idle_hooks_and_exits() {
+    let _w = watchdog("stderr_echo_example", Duration::from_secs(120));
+    let (reader, writer) = full_pipe();
+    let mut example = Command::new(util::example_binary("echo_server"));
+    example.args(["--idle-timeout-ms", "200"]);
+    let mut server = Demo::spawn(example, writer);
+    server.request(1, "echo", json!({ "x": 1 }));
+    assert_eq!(server.next()["result"], json!({ "x": 1 }));
+    // Long enough for the idle hook to run at least twice.
+    std::thread::sleep(Duration::from_millis(700));
+    server.request(2, "echo", json!({ "x": 2 }));
+    assert_eq!(server.next()["result"], json!({ "x": 2 }));
+    server.sigterm();
+    assert_eq!(server.wait_exit(Duration::from_secs(5)), Some(0));
+    drop(reader);
+}
+
+/// The MCP example: answers, then exits on end of input and on SIGTERM, though its closing
+/// report cannot be written.
+#[test]
+fn the_three_tools_example_with_a_stderr_nobody_reads_exits_on_eof_and_on_sigterm() {
+    let _w = watchdog("stderr_three_tools", Duration::from_secs(120));
+    for by_signal in [false, true] {
+        let (reader, writer) = full_pipe();
+        let mut server = Demo::spawn(Command::new(util::example_binary("three_tools")), writer);
+        server.request(
+            0,
+            "initialize",
+            json!({ "protocolVersion": "2025-11-25", "capabilities": {},
+                    "clientInfo": { "name": "stderr-test", "version": "0" } }),
+        );
+        assert!(server.next()["result"]["protocolVersion"].is_string());
+        server.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        server.request(
+            1,
+            "tools/call",
+            json!({ "name": "shout", "arguments": { "text": "hi" } }),
+        );
+        assert_eq!(server.next()["result"]["content"][0]["text"], "HI");
+        if by_signal {
+            server.sigterm();
+        } else {
+            server.stdin = None;
+        }
+        assert_eq!(
+            server.wait_exit(Duration::from_secs(5)),
+            Some(0),
+            "ended by {}",
+            if by_signal { "SIGTERM" } else { "EOF" }
+        );
+        drop(reader);
+    }
 }

@@ -10,6 +10,28 @@ use crate::mcp::resource::ResourceContents;
 use crate::message::ErrorObject;
 use crate::protocol::SERVER_INFO_KEY;
 
+/// Lists `name` once in the schema's `required` (where it already stood, if it did), or takes
+/// it out; a list emptied here goes too, so the schema equals one never told of `name`.
+fn set_required(schema: &mut Map<String, Value>, name: &str, required: bool) {
+    let listed = |v: &Value| v.as_str() == Some(name);
+    if required {
+        let list = schema
+            .entry("required")
+            .or_insert_with(|| Value::Array(Vec::new()));
+        if let Value::Array(list) = list {
+            if !list.iter().any(listed) {
+                list.push(Value::String(name.to_owned()));
+            }
+        }
+    } else if let Some(Value::Array(list)) = schema.get_mut("required") {
+        let before = list.len();
+        list.retain(|v| !listed(v));
+        if list.is_empty() && before > 0 {
+            schema.remove("required");
+        }
+    }
+}
+
 /// A tool's description, as `tools/list` shows it: a name, a description, an input schema, and
 /// any other field (title, output schema, annotations, icons, `_meta`).
 ///
@@ -72,12 +94,14 @@ impl Tool {
     }
 
     /// Adds a required argument of JSON type `json_type` (`"string"`, `"integer"`,
-    /// `"number"`, `"boolean"`, `"array"`, `"object"`) to the input schema.
+    /// `"number"`, `"boolean"`, `"array"`, `"object"`) to the input schema. An argument of
+    /// the same name given before is replaced (a schema lists each name once).
     pub fn arg(self, name: &str, json_type: &str, description: &str) -> Tool {
         self.add_arg(name, json_type, description, true)
     }
 
-    /// Adds an optional argument to the input schema.
+    /// Adds an optional argument to the input schema, replacing one of the same name (which is
+    /// then no longer required).
     pub fn optional_arg(self, name: &str, json_type: &str, description: &str) -> Tool {
         self.add_arg(name, json_type, description, false)
     }
@@ -93,14 +117,7 @@ impl Tool {
                     json!({ "type": json_type, "description": description }),
                 );
             }
-            if required {
-                let list = schema
-                    .entry("required")
-                    .or_insert_with(|| Value::Array(Vec::new()));
-                if let Value::Array(list) = list {
-                    list.push(Value::String(name.to_owned()));
-                }
-            }
+            set_required(schema, name, required);
         }
         self
     }
@@ -518,6 +535,37 @@ mod tests {
     fn a_non_object_input_schema_becomes_an_object_schema() {
         let tool = Tool::new("t", "d").input_schema(json!(null)).to_value();
         assert_eq!(tool["inputSchema"]["type"], "object");
+    }
+
+    #[test]
+    fn an_argument_defined_twice_keeps_the_later_definition_and_one_required_entry() {
+        let schema = |tool: Tool| tool.to_value()["inputSchema"].clone();
+        let twice = Tool::new("twice", "d")
+            .arg("a", "string", "x")
+            .arg("b", "string", "b")
+            .arg("a", "integer", "y");
+        assert_eq!(
+            schema(twice),
+            json!({ "type": "object",
+                    "properties": { "a": { "type": "integer", "description": "y" },
+                                    "b": { "type": "string", "description": "b" } },
+                    "required": ["a", "b"] })
+        );
+        // Required, then optional: no longer required (and no empty list left behind).
+        let relaxed = Tool::new("t", "d")
+            .arg("a", "string", "x")
+            .optional_arg("a", "integer", "y");
+        assert_eq!(
+            schema(relaxed),
+            schema(Tool::new("t", "d").optional_arg("a", "integer", "y"))
+        );
+        // Optional, then required: listed once.
+        let strict = Tool::new("t", "d")
+            .optional_arg("a", "string", "x")
+            .arg("b", "string", "b")
+            .arg("a", "integer", "y")
+            .arg("a", "integer", "z");
+        assert_eq!(schema(strict)["required"], json!(["b", "a"]));
     }
 
     #[test]

@@ -245,14 +245,19 @@ impl Proc {
 
     /// Waits up to [`BOUND`] for the process to exit and returns its status code.
     pub fn wait_exit(&mut self) -> Option<i32> {
-        let deadline = Instant::now() + BOUND;
+        self.wait_exit_within(BOUND)
+    }
+
+    /// Waits up to `limit` for the process to exit and returns its status code.
+    pub fn wait_exit_within(&mut self, limit: Duration) -> Option<i32> {
+        let deadline = Instant::now() + limit;
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
                 return status.code();
             }
             assert!(
                 Instant::now() < deadline,
-                "the server did not exit within {BOUND:?}; stderr: {}; status: {}",
+                "the server did not exit within {limit:?}; stderr: {}; status: {}",
                 self.stderr.lock().unwrap(),
                 std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default()
             );

@@ -95,6 +95,16 @@ pub(crate) fn modern_result(result: &mut Value, info: &Value, cache: Option<(u64
     }
 }
 
+/// Where the page named by `cursor` starts, for a cursor this server hands out only: `mcpipe:`
+/// and, in plain decimal, a later page's start inside the list. Anything else (a sign, leading
+/// zeros, a start in the middle of a page) is refused rather than read as something close.
+fn parse_cursor(cursor: &str, size: usize, total: usize) -> Option<usize> {
+    let digits = cursor.strip_prefix("mcpipe:")?;
+    let start: usize = digits.parse().ok()?;
+    let canonical = start.to_string() == digits;
+    (canonical && start > 0 && start < total && start.is_multiple_of(size)).then_some(start)
+}
+
 pub(super) fn page(
     items: Vec<Value>,
     params: &Map<String, Value>,
@@ -104,11 +114,7 @@ pub(super) fn page(
     let bad = || ErrorObject::invalid_params("invalid params: invalid cursor");
     let start = match params.get("cursor") {
         None | Some(Value::Null) => 0,
-        Some(Value::String(cursor)) => cursor
-            .strip_prefix("mcpipe:")
-            .and_then(|n| n.parse::<usize>().ok())
-            .filter(|n| *n > 0 && *n < items.len())
-            .ok_or_else(bad)?,
+        Some(Value::String(cursor)) => parse_cursor(cursor, size, items.len()).ok_or_else(bad)?,
         Some(_) => return Err(bad()),
     };
     let total = items.len();
@@ -289,11 +295,26 @@ mod tests {
             json!(7),
             json!("mcpipe:0"),
             json!("mcpipe:99"),
+            // Numbers the server never writes: a sign, leading zeros, spaces, a page's middle.
+            json!("mcpipe:+3"),
+            json!("mcpipe:03"),
+            json!("mcpipe: 3"),
+            json!("mcpipe:3 "),
+            json!("mcpipe:-3"),
+            json!("mcpipe:2"),
+            json!("mcpipe:"),
+            json!("MCPIPE:3"),
         ] {
             let mut params = Map::new();
             params.insert("cursor".into(), cursor);
             let err = page(items(10), &params, "x", 3).unwrap_err();
-            assert_eq!(err.code, ErrorCode::INVALID_PARAMS);
+            assert_eq!(err.code, ErrorCode::INVALID_PARAMS, "{params:?}");
+        }
+        // What the server hands out is accepted.
+        for cursor in ["mcpipe:3", "mcpipe:6", "mcpipe:9"] {
+            let mut params = Map::new();
+            params.insert("cursor".into(), json!(cursor));
+            assert!(page(items(10), &params, "x", 3).is_ok(), "{cursor}");
         }
     }
 }
