@@ -292,6 +292,28 @@ fn in_process_pipes() -> (
     (in_w, util::line_channel(out_r), server)
 }
 
+/// [`in_process_pipes`] after the handshake (2025-11-25).
+fn initialized_in_process() -> (
+    std::io::PipeWriter,
+    std::sync::mpsc::Receiver<Vec<u8>>,
+    std::thread::JoinHandle<()>,
+) {
+    let (mut in_w, lines, server) = in_process_pipes();
+    send_json(
+        &mut in_w,
+        &json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
+        "protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}),
+    );
+    assert!(util::recv_json(&lines)["result"].is_object());
+    (in_w, lines, server)
+}
+
+/// Writes one message as a line.
+fn send_json(input: &mut std::io::PipeWriter, message: &serde_json::Value) {
+    use std::io::Write;
+    input.write_all(format!("{message}\n").as_bytes()).unwrap();
+}
+
 /// The tests that run a worker pool in this process take turns: the pool check counts this
 /// process's worker threads, which another test's pool would add to.
 static POOL_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -312,18 +334,10 @@ fn worker_threads() -> usize {
 
 #[test]
 fn a_panicking_concurrent_tool_is_an_error_result_and_the_pool_goes_on_and_ends_with_the_server() {
-    use std::io::Write;
     let _w = watchdog("worker_panic", Duration::from_secs(60));
     let _only_pool = POOL_TESTS.lock().unwrap_or_else(|p| p.into_inner());
-    let (mut in_w, lines, server) = in_process_pipes();
-    let mut send = |v: serde_json::Value| {
-        in_w.write_all(format!("{v}\n").as_bytes()).unwrap();
-    };
-    send(
-        json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
-        "protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}),
-    );
-    assert!(util::recv_json(&lines)["result"].is_object());
+    let (mut in_w, lines, server) = initialized_in_process();
+    let mut send = |v: serde_json::Value| send_json(&mut in_w, &v);
     // More panics than threads: each is an isError result, and the two threads survive them.
     for id in 1..=5 {
         send(json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":"boom"}}));
@@ -434,18 +448,10 @@ fn concurrent_resources_and_prompts_run_on_the_pool_in_both_eras() {
 
 #[test]
 fn a_worker_answers_while_a_tool_waits_on_the_loops_thread() {
-    use std::io::Write;
     let _w = watchdog("worker_beside_loop_wait", Duration::from_secs(60));
     let _only_pool = POOL_TESTS.lock().unwrap_or_else(|p| p.into_inner());
-    let (mut in_w, lines, server) = in_process_pipes();
-    let mut send = |v: serde_json::Value| {
-        in_w.write_all(format!("{v}\n").as_bytes()).unwrap();
-    };
-    send(
-        json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
-        "protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}),
-    );
-    assert!(util::recv_json(&lines)["result"].is_object());
+    let (mut in_w, lines, server) = initialized_in_process();
+    let mut send = |v: serde_json::Value| send_json(&mut in_w, &v);
     // A nap starts on a worker; then a doze holds the loop's thread for 1.5 s. The nap's
     // answer must not wait for the doze (it did: both came at 1.5 s).
     let started = Instant::now();
