@@ -8,6 +8,10 @@
 //! shuts the server down. Each process is remembered with its start time, and with a pidfd
 //! where the kernel has them, so a pid the kernel reused for a stranger is never signalled.
 //!
+//! Under a [`Subreaper`](crate::Subreaper) the orphans among them become this process's
+//! children: those are reaped once dead (killed, or dead by themselves), each by its own pidfd
+//! or pid, never with `waitpid(-1)`, which would take the statuses of the embedder's children.
+//!
 //! What each platform gets:
 //! - Linux: the tree is read from `/proc/PID/task/TID/children` (or, on kernels without it,
 //!   from every `/proc/PID/stat`), and every tracked process still alive gets SIGKILL at
@@ -18,12 +22,17 @@
 
 use std::collections::HashSet;
 use std::os::fd::{AsFd, OwnedFd};
+use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::sys;
 
 /// How often, at most, the tree is scanned while the client waits on the server.
 pub(crate) const SCAN_INTERVAL: Duration = Duration::from_millis(10);
+
+/// How long [`ProcessTree::kill_all`] waits for the processes it killed to die, so that it can
+/// reap those that are this process's own children (SIGKILL is delivered asynchronously).
+const REAP_WAIT: Duration = Duration::from_millis(500);
 
 /// At most this many descendants are tracked (a fork bomb must not exhaust our fds); the
 /// process group kill still reaches those that stayed in the group.
@@ -46,6 +55,9 @@ pub(crate) struct ProcessTree {
     root: Option<u32>,
     /// Invariant: no two entries share a pid, and `known.len() <= MAX_TRACKED`.
     known: Vec<Tracked>,
+    /// Descendants that died unreaped, as another process's children: when that parent dies
+    /// too, they become ours under a subreaper and are reaped then. At most `MAX_TRACKED`.
+    dead: Vec<Tracked>,
     last_scan: Option<Instant>,
 }
 
@@ -55,6 +67,7 @@ impl ProcessTree {
         ProcessTree {
             root: Some(root),
             known: Vec::new(),
+            dead: Vec::new(),
             last_scan: None,
         }
     }
@@ -89,7 +102,18 @@ impl ProcessTree {
         if !cfg!(target_os = "linux") {
             return;
         }
-        self.known.retain(|t| start_time(t.pid) == Some(t.start));
+        // The dead are no longer tracked as alive; those that died as our children (orphans
+        // adopted as a subreaper) are reaped, or they would stay zombies.
+        let mut dead = std::mem::take(&mut self.dead);
+        for tracked in std::mem::take(&mut self.known) {
+            match fate(&tracked) {
+                Fate::Alive => self.known.push(tracked),
+                _ => dead.push(tracked),
+            }
+        }
+        dead.retain(reap_if_ours);
+        dead.truncate(MAX_TRACKED);
+        self.dead = dead;
         let mut seen: HashSet<u32> = self.known.iter().map(|t| t.pid).collect();
         let mut stack: Vec<u32> = self.root.into_iter().chain(seen.iter().copied()).collect();
         let mut table = None;
@@ -117,28 +141,24 @@ impl ProcessTree {
     }
 
     /// Sends SIGKILL to every tracked descendant that is still the process it was, and forgets
-    /// them all. They are not our children: init reaps them.
+    /// them all. Those that are our children (orphans adopted by a [`Subreaper`]) are reaped:
+    /// waits up to [`REAP_WAIT`] for them to die. The others' parents (init) reap them.
+    ///
+    /// [`Subreaper`]: crate::Subreaper
     pub(crate) fn kill_all(&mut self) {
-        self.signal_all(libc::SIGKILL);
-        self.known.clear();
+        let mut pending: Vec<Tracked> = self.known.drain(..).collect();
+        for tracked in &pending {
+            signal(tracked, libc::SIGKILL);
+        }
+        pending.append(&mut self.dead);
+        reap_killed(pending, REAP_WAIT);
     }
 
     /// Sends `signal` to every tracked descendant that is still the process it was (a SIGTERM
     /// that lets them end in order before [`ProcessTree::kill_all`]).
-    pub(crate) fn signal_all(&self, signal: libc::c_int) {
+    pub(crate) fn signal_all(&self, signal_number: libc::c_int) {
         for tracked in &self.known {
-            match &tracked.pidfd {
-                Some(fd) => {
-                    let _ = sys::pidfd_signal(fd.as_fd(), signal);
-                }
-                None => {
-                    if start_time(tracked.pid) == Some(tracked.start) {
-                        if let Ok(pid) = libc::pid_t::try_from(tracked.pid) {
-                            let _ = sys::signal_process(pid, signal);
-                        }
-                    }
-                }
-            }
+            signal(tracked, signal_number);
         }
     }
 
@@ -147,6 +167,99 @@ impl ProcessTree {
         self.known
             .iter()
             .any(|t| start_time(t.pid) == Some(t.start))
+    }
+}
+
+/// Sends `signal_number` to a tracked process unless it is gone (or, known by pid only, dead).
+fn signal(tracked: &Tracked, signal_number: libc::c_int) {
+    match &tracked.pidfd {
+        Some(fd) => {
+            let _ = sys::pidfd_signal(fd.as_fd(), signal_number);
+        }
+        None => {
+            if start_time(tracked.pid) == Some(tracked.start) {
+                if let Ok(pid) = libc::pid_t::try_from(tracked.pid) {
+                    let _ = sys::signal_process(pid, signal_number);
+                }
+            }
+        }
+    }
+}
+
+/// Reaps the killed processes that die as our children, waiting until none of them is alive
+/// (or `wait` passed). A process is handed to a new parent when its parent dies, so only once
+/// all of them are dead is it known which ones ended up ours.
+fn reap_killed(mut pending: Vec<Tracked>, wait: Duration) {
+    let until = Instant::now() + wait;
+    loop {
+        let mut alive = false;
+        pending.retain(|t| {
+            let running = matches!(fate(t), Fate::Alive);
+            alive |= running;
+            running || reap_if_ours(t)
+        });
+        if !alive || Instant::now() >= until {
+            return;
+        }
+        thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Where a tracked process stands.
+enum Fate {
+    Alive,
+    /// Exited, not yet reaped; `ours` when this process is its parent.
+    Dead {
+        ours: bool,
+    },
+    /// Reaped (its pid free, or another process's now).
+    Gone,
+}
+
+fn fate(tracked: &Tracked) -> Fate {
+    let Some(fields) = stat_fields(tracked.pid) else {
+        return Fate::Gone;
+    };
+    // fields[0] is the state (field 3), fields[1] the parent (field 4), fields[19] the start.
+    if fields.get(19).and_then(|s| s.parse().ok()) != Some(tracked.start) {
+        return Fate::Gone;
+    }
+    match fields.first().map(String::as_str) {
+        Some("Z") => Fate::Dead {
+            ours: fields.get(1).and_then(|s| s.parse().ok()) == Some(std::process::id()),
+        },
+        Some("X") | None => Fate::Gone,
+        Some(_) => Fate::Alive,
+    }
+}
+
+/// For a dead process: reaps it if it is our child. Whether to keep it: it is someone else's
+/// zombie, whose parent may still die and hand it to us.
+fn reap_if_ours(tracked: &Tracked) -> bool {
+    match fate(tracked) {
+        Fate::Dead { ours: true } => {
+            reap(tracked);
+            false
+        }
+        Fate::Dead { ours: false } => true,
+        Fate::Alive | Fate::Gone => false,
+    }
+}
+
+/// Reaps a dead child of ours: exactly that process (its pidfd, or its pid), never any other
+/// child, whose status belongs to whoever started it.
+fn reap(tracked: &Tracked) {
+    if let Some(fd) = &tracked.pidfd {
+        match sys::reap_pidfd(fd.as_fd()) {
+            // A kernel without `P_PIDFD` (before 5.4): by pid, below.
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
+            _ => return,
+        }
+    }
+    // The pid was ours and dead a moment ago with the start time recorded: only a reap by
+    // someone else and a new child of ours given the same pid in between could mislead it.
+    if let Ok(pid) = libc::pid_t::try_from(tracked.pid) {
+        let _ = sys::reap_pid(pid);
     }
 }
 

@@ -16,6 +16,8 @@ const END_WAIT: Duration = Duration::from_millis(500);
 
 /// This process as a child subreaper: a descendant orphaned below it becomes its child
 /// instead of init's, so [`end_descendants`](Subreaper::end_descendants) can find it.
+/// [`Client::close`](crate::Client::close) reaps the adopted orphans it ends itself (those
+/// it saw while the server lived), so they do not wait here as zombies.
 ///
 /// Linux only; elsewhere (macOS) [`Subreaper::new`] fails and an orphan goes to init.
 ///

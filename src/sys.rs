@@ -256,6 +256,47 @@ pub(crate) fn reap_any() -> Option<libc::pid_t> {
     (pid > 0).then_some(pid)
 }
 
+/// Reaps the one process `pid` if it is an exited child of this process (`waitpid(pid,
+/// WNOHANG)`): `Ok(true)` when reaped, `Ok(false)` while it runs. Fails with ECHILD when it is
+/// no child of ours. Never touches another child's status (pids `<= 1` would name any child).
+pub(crate) fn reap_pid(pid: libc::pid_t) -> io::Result<bool> {
+    if pid <= 1 {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    }
+    let mut status: libc::c_int = 0;
+    // SAFETY: `status` is a live, writable `c_int`; a pid above 1 names exactly one process;
+    // WNOHANG makes the call return at once.
+    let reaped = retry(|| cvt(unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) }))?;
+    Ok(reaped == pid)
+}
+
+/// Reaps the process a pidfd refers to if it is an exited child of this process
+/// (`waitid(P_PIDFD, fd, WEXITED | WNOHANG)`, Linux 5.4 and later): `Ok(true)` when reaped,
+/// `Ok(false)` while it runs. Unlike a pid, the fd cannot name a later process. Fails with
+/// ECHILD when it is no child of ours, EINVAL on kernels without `P_PIDFD`, and with
+/// `Unsupported` off Linux.
+pub(crate) fn reap_pidfd(pidfd: BorrowedFd<'_>) -> io::Result<bool> {
+    #[cfg(target_os = "linux")]
+    {
+        let id = libc::id_t::try_from(pidfd.as_raw_fd())
+            .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        // SAFETY: all-zero bytes are a valid `siginfo_t` (plain integers and a union of them).
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        let flags = libc::WEXITED | libc::WNOHANG;
+        // SAFETY: `info` is a live, writable `siginfo_t` for the call; the fd stays open for it
+        // (it is borrowed); WNOHANG makes the call return at once.
+        retry(|| cvt(unsafe { libc::waitid(libc::P_PIDFD, id, &mut info, flags) }))?;
+        // SAFETY: waitid returned 0, so `info` holds the reaped child's fields, or the zeros it
+        // started with when no child had exited (`si_pid` 0).
+        Ok(unsafe { info.si_pid() } != 0)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = pidfd;
+        Err(io::Error::from(io::ErrorKind::Unsupported))
+    }
+}
+
 /// The file status flags (`F_GETFL`) of `fd`.
 pub(crate) fn status_flags(fd: BorrowedFd<'_>) -> io::Result<libc::c_int> {
     // SAFETY: F_GETFL takes no pointer argument; `fd` is open.

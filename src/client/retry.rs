@@ -71,9 +71,10 @@ impl RetryPolicy {
         if !self.jitter || base.is_zero() {
             return base;
         }
-        // A factor in [0.8, 1.2).
+        // A factor in [0.8, 1.2); a delay past what a Duration holds is the longest one
+        // (`mul_f64` would panic there).
         let factor = 0.8 + 0.4 * next_unit(seed);
-        base.mul_f64(factor)
+        Duration::try_from_secs_f64(base.as_secs_f64() * factor).unwrap_or(Duration::MAX)
     }
 }
 
@@ -120,5 +121,21 @@ mod tests {
                 "{d:?}"
             );
         }
+    }
+
+    #[test]
+    fn huge_backoffs_saturate_instead_of_panicking() {
+        let p = RetryPolicy {
+            attempts: 40,
+            initial_backoff: Duration::MAX,
+            max_backoff: Duration::MAX,
+            jitter: true,
+        };
+        let mut s = seed();
+        for attempt in 1..40 {
+            let d = p.delay_before(attempt, &mut s);
+            assert!(attempt == 1 || d >= Duration::MAX.mul_f64(0.79), "{d:?}");
+        }
+        assert_eq!(p.backoff_before(39), Duration::MAX);
     }
 }

@@ -1,14 +1,16 @@
 //! Calling a tool as a task (MCP 2025-11-25 tasks; the 2026-07-28 extension
 //! `io.modelcontextprotocol/tasks`): start it, poll its status with a backoff that never polls
 //! faster than the server's poll interval, give it the inputs it asks for, fetch its outcome,
-//! and cancel it when the caller's deadline passes. Written once for [`Client`] and
+//! and cancel it when the caller's deadline passes (which bounds every request inside). Written once for [`Client`] and
 //! [`SharedClient`](super::SharedClient) over [`Exchange`] (plus [`Tasks`] for the declared
 //! capabilities), as `exchange.rs` is for plain requests.
 //!
 //! Both eras behind one API:
 //! - 2025-11-25: `tools/call` with `params.task` (`{ttl?}`); the answer holds `task`; polls
-//!   with `tasks/get`; the outcome from `tasks/result`; inputs arrive as live requests from the
-//!   server, answered while the client polls (it serves the connection between polls).
+//!   with `tasks/get`; the outcome from `tasks/result`; inputs arrive as requests from the
+//!   server, answered while the client polls (it serves the connection between polls) or,
+//!   when the task says `input_required`, while a `tasks/result` waits (servers may hold
+//!   them until then).
 //! - 2026-07-28: the call declares the extension in its own
 //!   `_meta["io.modelcontextprotocol/clientCapabilities"]`; the server decides; a task's answer
 //!   has `resultType: "task"`; `tasks/get` inlines the outcome, or `inputRequests`, which the
@@ -18,9 +20,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 
-use super::era;
+use super::era::{self, Asked};
 use super::exchange::{self, Exchange};
 use super::options::RequestOptions;
+use super::retry::RetryPolicy;
 use super::Client;
 use crate::error::Error;
 use crate::message::{ErrorCode, ErrorObject};
@@ -63,8 +66,10 @@ impl TaskOptions {
         }
     }
 
-    /// The most the whole call may take, from the start to the outcome: past it the task is
-    /// cancelled (`tasks/cancel`) and the call fails with [`Error::Timeout`].
+    /// The most the whole call may take, from the start to the outcome: each request inside
+    /// gets at most the time left, and past it the task is cancelled (`tasks/cancel`, which may
+    /// take up to 2 s more) and the call fails with [`Error::Timeout`]. A deadline of a century
+    /// or more (`Duration::MAX`) is none.
     pub fn deadline(mut self, deadline: Duration) -> TaskOptions {
         self.deadline = deadline;
         self
@@ -216,6 +221,103 @@ pub(super) fn cancel<T: Tasks + ?Sized>(ex: &mut T, task_id: &str) -> Result<(),
     task_request(ex, "tasks/cancel", json!({ "taskId": task_id })).map(drop)
 }
 
+/// How long the `tasks/cancel` sent when a task call fails may take (past the deadline, so
+/// it has a bound of its own; best effort, never retried).
+const CANCEL_GRACE: Duration = Duration::from_secs(2);
+
+/// A deadline this far away is none: it is never reached, and instants near the end of what
+/// the clock holds are kept out of every sum below it.
+const NO_DEADLINE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// The requests of one task call, each bounded by the time left to the call's deadline: a
+/// request that hangs must not outlast the call (the client's own timeout may be longer).
+struct Bounded<'a, T: ?Sized> {
+    ex: &'a mut T,
+    /// `None`: none (a century or more away, or too far for the clock).
+    deadline: Option<Instant>,
+}
+
+impl<T: ?Sized> Bounded<'_, T> {
+    /// The time left; `None` without a deadline.
+    fn left(&self) -> Option<Duration> {
+        self.deadline
+            .map(|d| d.saturating_duration_since(Instant::now()))
+    }
+
+    fn past_deadline(&self) -> bool {
+        self.left().is_some_and(|left| left.is_zero())
+    }
+}
+
+impl<T: Tasks + ?Sized> Exchange for Bounded<'_, T> {
+    fn attempt(
+        &mut self,
+        method: &str,
+        params: Option<Value>,
+        options: &mut RequestOptions<'_>,
+        retrying: bool,
+    ) -> Result<Value, Error> {
+        if let Some(left) = self.left() {
+            if left.is_zero() {
+                return Err(Error::Timeout {
+                    method: method.to_owned(),
+                    elapsed: Duration::ZERO,
+                });
+            }
+            options.max_total = Some(options.max_total.map_or(left, |max| max.min(left)));
+        }
+        self.ex.attempt(method, params, options, retrying)
+    }
+
+    fn fulfil(&mut self, input: &Asked) -> Result<Value, String> {
+        self.ex.fulfil(input)
+    }
+
+    fn pause(&mut self, delay: Duration) {
+        let delay = self.left().map_or(delay, |left| delay.min(left));
+        self.ex.pause(delay);
+    }
+
+    fn default_retry(&self) -> RetryPolicy {
+        self.ex.default_retry()
+    }
+
+    fn max_input_rounds(&self) -> u32 {
+        self.ex.max_input_rounds()
+    }
+
+    fn is_modern(&self) -> bool {
+        self.ex.is_modern()
+    }
+
+    fn seed(&mut self) -> &mut u64 {
+        self.ex.seed()
+    }
+}
+
+impl<T: Tasks + ?Sized> Tasks for Bounded<'_, T> {
+    fn capabilities(&self) -> Value {
+        self.ex.capabilities()
+    }
+}
+
+/// Why following a task stopped short of its result.
+enum Stop {
+    /// The task ended (its error, or `cancelled`): nothing to cancel.
+    Ended(Error),
+    /// The task may still run: the call cancels it.
+    Running(Error),
+}
+
+/// A timeout, also as the last error of a retry policy.
+fn is_timeout(error: &Error) -> bool {
+    match error {
+        Error::Timeout { .. } => true,
+        Error::RetriesExhausted { last, .. } => is_timeout(last),
+        _ => false,
+    }
+}
+
 /// See [`Client::call_tool_as_task`]. Between polls the client pauses through
 /// [`Exchange::pause`]: a [`Client`] serves its connection meanwhile (so a 2025-11-25 task's
 /// live questions are answered), a shared client's IO thread does that for every caller.
@@ -226,42 +328,118 @@ pub(super) fn call_as_task<T: Tasks + ?Sized>(
     options: &TaskOptions,
 ) -> Result<Value, Error> {
     let started = Instant::now();
-    let deadline = started + options.deadline;
-    let mut task = match start(ex, name, arguments, options.ttl)? {
-        TaskStart::Done(result) => return Ok(result),
-        TaskStart::Task(task) => task,
+    let deadline = Some(options.deadline)
+        .filter(|&d| d < NO_DEADLINE)
+        .and_then(|d| started.checked_add(d));
+    let mut call = Bounded { ex, deadline };
+    // Past the deadline, a timeout inside is the deadline's, and says so.
+    let named = |call: &Bounded<'_, T>, error: Error, task: Option<&str>| {
+        if !(call.past_deadline() && is_timeout(&error)) {
+            return error;
+        }
+        let task = task.map_or_else(|| String::from("a task"), |id| format!("task {id}"));
+        Error::Timeout {
+            method: format!(
+                "tools/call {name} as {task} (deadline {:.3} s)",
+                options.deadline.as_secs_f64()
+            ),
+            elapsed: started.elapsed(),
+        }
+    };
+    let task = match start(&mut call, name, arguments, options.ttl) {
+        Ok(TaskStart::Done(result)) => return Ok(result),
+        Ok(TaskStart::Task(task)) => task,
+        Err(error) => return Err(named(&call, error, None)),
     };
     let id = task_id(&task)?;
+    match follow(&mut call, &id, task, options) {
+        Ok(result) => Ok(result),
+        Err(Stop::Ended(error)) => Err(named(&call, error, Some(&id))),
+        Err(Stop::Running(error)) => {
+            // Named first: `elapsed` is when the call gave up, not when the cancel ended.
+            let error = named(&call, error, Some(&id));
+            cancel_quietly(call.ex, &id);
+            Err(error)
+        }
+    }
+}
+
+/// Polls the task until it ends, gives it what it asks for, and fetches its outcome.
+fn follow<T: Tasks + ?Sized>(
+    call: &mut Bounded<'_, T>,
+    id: &str,
+    mut task: Value,
+    options: &TaskOptions,
+) -> Result<Value, Stop> {
     let mut backoff = poll_interval(&task).unwrap_or(DEFAULT_POLL);
+    let mut result_waits = true;
     loop {
         match status(&task) {
-            "completed" | "failed" => return outcome(ex, &id, task),
-            "cancelled" => return Err(Error::Cancelled),
+            "completed" | "failed" => return outcome(call, id, task).map_err(Stop::Ended),
+            "cancelled" => return Err(Stop::Ended(Error::Cancelled)),
             "input_required" if task.get("inputRequests").is_some() => {
-                if let Err(e) = answer_inputs(ex, &id, &task) {
-                    let _ = cancel(ex, &id);
-                    return Err(e);
-                }
+                answer_inputs(call, id, &task).map_err(Stop::Running)?;
                 // Look again at once: the task runs again.
-                task = get(ex, &id)?;
+                task = get(call, id).map_err(Stop::Running)?;
+                continue;
+            }
+            "input_required" if !call.is_modern() && result_waits => {
+                match await_result(call, id)? {
+                    Waited::Outcome(result) => return Ok(result),
+                    Waited::TimedOut => {}
+                    // Its status tells which: an ended task's outcome is fetched again; a
+                    // server that does not wait is polled from here on.
+                    Waited::Refused => result_waits = false,
+                }
+                task = get(call, id).map_err(Stop::Running)?;
                 continue;
             }
             _ => {}
         }
-        let now = Instant::now();
-        if now >= deadline {
-            let _ = cancel(ex, &id);
-            return Err(Error::Timeout {
-                method: format!("tools/call {name} (task {id})"),
-                elapsed: started.elapsed(),
-            });
+        if call.past_deadline() {
+            return Err(Stop::Running(Error::Timeout {
+                method: String::from("tasks/get"),
+                elapsed: Duration::ZERO,
+            }));
         }
         let server = poll_interval(&task);
-        let pause = next_pause(backoff, server, options.max_poll_interval);
-        ex.pause(pause.min(deadline - now));
+        call.pause(next_pause(backoff, server, options.max_poll_interval));
         backoff = backoff.saturating_add(backoff / 2);
-        task = get(ex, &id)?;
+        task = get(call, id).map_err(Stop::Running)?;
     }
+}
+
+/// What a `tasks/result` sent for a task waiting for input came back with.
+enum Waited {
+    /// The task ended: its result.
+    Outcome(Value),
+    /// The client's timeout ended the wait first (a slow answer, a long task).
+    TimedOut,
+    /// An error: the task's own, or a server that answers `tasks/result` only for ended
+    /// tasks (as drafts before 2025-11-25 had it).
+    Refused,
+}
+
+/// A 2025-11-25 task waiting for input: its questions are sent while a `tasks/result` waits
+/// (the spec's `input_required` flow; servers on the official SDKs queue them until then), and
+/// the callbacks answer them meanwhile; `tasks/result` answers once the task ended.
+fn await_result<T: Tasks + ?Sized>(call: &mut Bounded<'_, T>, id: &str) -> Result<Waited, Stop> {
+    match task_request(call, "tasks/result", json!({ "taskId": id })) {
+        Ok(result) => Ok(Waited::Outcome(result)),
+        Err(error) if is_timeout(&error) && !call.past_deadline() => Ok(Waited::TimedOut),
+        Err(Error::Rpc(_)) => Ok(Waited::Refused),
+        Err(error) => Err(Stop::Running(error)),
+    }
+}
+
+/// Sends `tasks/cancel` for a task the call gives up on, bounded by [`CANCEL_GRACE`] and
+/// never retried; its failure changes nothing for the caller.
+fn cancel_quietly<T: Tasks + ?Sized>(ex: &mut T, id: &str) {
+    let params = declaring_tasks(ex, json!({ "taskId": id }));
+    let mut options = RequestOptions::new()
+        .max_total(CANCEL_GRACE)
+        .retry(RetryPolicy::none());
+    let _ = exchange::request(ex, "tasks/cancel", Some(params), &mut options);
 }
 
 /// The outcome of a finished task: inlined (2026-07-28) or from `tasks/result`.
@@ -349,7 +527,9 @@ impl Client {
     /// it names none), grows by half each poll up to
     /// [`TaskOptions::max_poll_interval`], and never polls faster than the server asks;
     /// serves the connection between polls (the server's requests and notifications, so a
-    /// 2025-11-25 task's questions are answered through the callbacks); fulfils a
+    /// 2025-11-25 task's questions are answered through the callbacks); on a 2025-11-25
+    /// `input_required` waits in `tasks/result`, which brings the questions a server queued
+    /// for it (the callbacks answer them) and then the outcome; fulfils a
     /// 2026-07-28 task's `inputRequests` with `tasks/update`; and returns the tool's result.
     /// A server that answers without a task gives its result at once.
     ///
@@ -358,7 +538,8 @@ impl Client {
     ///   tool that takes no tasks at 2025-11-25, `-32021` at 2026-07-28), or a task request
     ///   failed.
     /// - [`Error::Cancelled`]: the task ended `cancelled` (by someone else).
-    /// - [`Error::Timeout`]: the deadline passed; the task was cancelled.
+    /// - [`Error::Timeout`]: the deadline passed (its method names it); the task was
+    ///   cancelled. A request inside that failed otherwise cancels the task too.
     /// - [`Error::InputUnanswered`]: the task asked for an input the client cannot give (the
     ///   task is cancelled).
     /// - As [`Client::request`] for the rest.
