@@ -437,6 +437,9 @@ impl ServerProcess {
                 Err(e) if e.raw_os_error() == Some(libc::ECHILD) => self.reaped_elsewhere = true,
                 _ => return None,
             }
+            // Its pid may be another process's from now on: the tree goes on from the
+            // descendants it knows.
+            self.tree.forget_root();
             // The pidfd has done its job; a readable pidfd would wake every later poll.
             if let Some(fd) = self.pidfd.take() {
                 let _ = self

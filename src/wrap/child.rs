@@ -255,8 +255,10 @@ fn run_once(shared: &Arc<Shared>, handle: &LoopHandle) -> std::io::Result<Life> 
     alive.store(false, Ordering::Release);
     lock(&shared.queue).lose_direct();
     shared.queue_changed.notify_all();
-    // What the server left running: its group, and whatever left the group.
+    // What the server left running: its group, and whatever left the group. (The server is
+    // reaped: its pid may be another process's now, so the tree no longer starts from it.)
     let _ = sys::signal_group(pgid, libc::SIGKILL);
+    tree.forget_root();
     tree.scan();
     tree.kill_all();
     // Its last answers are still in the pipe: the loop routes them before anything in flight
