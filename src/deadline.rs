@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 /// The longest wait a deadline stands for: a century.
-const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
+pub(crate) const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
 
 /// `start + wait`, with `wait` capped at a century.
 pub(crate) fn after(start: Instant, wait: Duration) -> Instant {

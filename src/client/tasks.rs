@@ -1,9 +1,9 @@
 //! Calling a tool as a task (MCP 2025-11-25 tasks; the 2026-07-28 extension
 //! `io.modelcontextprotocol/tasks`): start it, poll its status with a backoff that never polls
 //! faster than the server's poll interval, give it the inputs it asks for, fetch its outcome,
-//! and cancel it when the caller's deadline passes (which bounds every request inside). Written once for [`Client`] and
-//! [`SharedClient`](super::SharedClient) over [`Exchange`] (plus [`Tasks`] for the declared
-//! capabilities), as `exchange.rs` is for plain requests.
+//! and cancel it when the caller's deadline passes (which bounds every request inside).
+//! Written once for [`Client`] and [`SharedClient`](super::SharedClient) over [`Exchange`]
+//! (plus [`Tasks`] for the declared capabilities), as `exchange.rs` is for plain requests.
 //!
 //! Both eras behind one API:
 //! - 2025-11-25: `tools/call` with `params.task` (`{ttl?}`); the answer holds `task`; polls
@@ -25,6 +25,7 @@ use super::exchange::{self, Exchange};
 use super::options::RequestOptions;
 use super::retry::RetryPolicy;
 use super::Client;
+use crate::deadline;
 use crate::error::Error;
 use crate::message::{ErrorCode, ErrorObject};
 
@@ -227,7 +228,7 @@ const CANCEL_GRACE: Duration = Duration::from_secs(2);
 
 /// A deadline this far away is none: it is never reached, and instants near the end of what
 /// the clock holds are kept out of every sum below it.
-const NO_DEADLINE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+const NO_DEADLINE: Duration = deadline::CENTURY;
 
 /// The requests of one task call, each bounded by the time left to the call's deadline: a
 /// request that hangs must not outlast the call (the client's own timeout may be longer).
