@@ -19,7 +19,7 @@ use crate::error::Error;
 use crate::message::{self, Message, RequestId, Response};
 use crate::readiness;
 pub(crate) use crate::readiness::Fill;
-use crate::responder::{self, Event, Inbox, Outbox};
+use crate::responder::{self, CancelToken, Event, Inbox, Outbox};
 use crate::session::{Limits, Session};
 use crate::sys::{NonBlockingGuard, SignalSubscription, SigpipeIgnored};
 
@@ -263,7 +263,10 @@ impl Connection {
     /// Answers the owed request `id` with `result`, JSON text already checked by the caller,
     /// copied as it is: what [`Event::Answer`] does, without building and writing a `Value`
     /// (a relay forwarding its upstream's answers).
-    pub(crate) fn answer_raw(&mut self, id: &RequestId, result: &str) {
+    pub(crate) fn answer_raw(&mut self, id: &RequestId, result: &str, token: &CancelToken) {
+        if !self.session.superseded.is_empty() && self.session.drop_superseded(Some(token)) {
+            return;
+        }
         let write = self.session.settle_owed(id);
         if !self.session.batches.is_empty() {
             // It may belong to a batch, whose answers are written together: as a value.

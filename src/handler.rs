@@ -469,9 +469,10 @@ impl<'a> Context<'a> {
     /// [`Responder::respond`], without the hop through the loop's event channel (for a
     /// handler that got the answer on this thread, e.g. from a watched fd).
     pub fn respond(&mut self, responder: Responder, result: Result<Value, ErrorObject>) {
+        let token = Some(responder.cancel_token());
         let id = responder.into_answered();
         self.conn
-            .take_event_here(crate::responder::Event::Answer { id, result });
+            .take_event_here(crate::responder::Event::Answer { id, result, token });
     }
 
     /// The members of the params of the message being handled that were read apart
@@ -489,8 +490,9 @@ impl<'a> Context<'a> {
     /// [`Context::respond`] with a result that is JSON text already (checked by the caller:
     /// a relay forwards its upstream's answer as it came, without a `Value` in between).
     pub(crate) fn respond_raw(&mut self, responder: Responder, result: &str) {
+        let token = responder.cancel_token();
         let id = responder.into_answered();
-        self.conn.answer_raw(&id, result);
+        self.conn.answer_raw(&id, result, &token);
     }
 
     /// Where the handler may write the request's result as JSON text instead of returning it

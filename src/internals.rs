@@ -348,7 +348,11 @@ pub fn drive_session(stream: &[u8], pieces: &[usize], max_message_bytes: usize) 
             // Answers of responders whose time has come.
             while later.front().is_some_and(|(due, _, _)| *due <= step) {
                 if let Some((_, id, result)) = later.pop_front() {
-                    session.take_event(Event::Answer { id, result });
+                    session.take_event(Event::Answer {
+                        id,
+                        result,
+                        token: None,
+                    });
                 }
             }
             session.read_ahead_buffered();
@@ -358,7 +362,11 @@ pub fn drive_session(stream: &[u8], pieces: &[usize], max_message_bytes: usize) 
         }
     }
     while let Some((_, id, result)) = later.pop_front() {
-        session.take_event(Event::Answer { id, result });
+        session.take_event(Event::Answer {
+            id,
+            result,
+            token: None,
+        });
     }
     let _ = session.queue.write_to(|bytes| {
         output.extend_from_slice(bytes);

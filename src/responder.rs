@@ -25,10 +25,13 @@ const MAX_QUEUED_NOTIFICATIONS: usize = 4096;
 
 /// What another thread hands to the loop.
 pub(crate) enum Event {
-    /// The answer of a request the loop handed to a [`Responder`].
+    /// The answer of a request the loop handed to a [`Responder`]. `token` is the request's
+    /// own: after the peer cancelled it, a new request may take its id, and the late answer
+    /// of the old one must not settle the new one.
     Answer {
         id: RequestId,
         result: Result<Value, ErrorObject>,
+        token: Option<CancelToken>,
     },
     /// A notification for the peer.
     Notify(Notification),
@@ -295,6 +298,11 @@ impl CancelToken {
         CancelToken::default()
     }
 
+    /// Whether `other` is this very token (a clone of it), not just one in the same state.
+    pub(crate) fn is(&self, other: &CancelToken) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
     /// Whether the work should stop.
     pub fn is_cancelled(&self) -> bool {
         self.0.why.load(Ordering::Acquire) != LIVE
@@ -432,6 +440,7 @@ impl Responder {
         let _ = self.outbox.send(Event::Answer {
             id: self.id.clone(),
             result,
+            token: Some(self.cancel.clone()),
         });
     }
 
@@ -496,6 +505,7 @@ impl Drop for Responder {
                 result: Err(ErrorObject::internal(
                     "internal error: the request was dropped without an answer",
                 )),
+                token: Some(self.cancel.clone()),
             });
         }
     }

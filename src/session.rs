@@ -81,6 +81,10 @@ pub(crate) struct Session {
     /// Requests whose answer a [`crate::Responder`] owes, with their cancellation and whether
     /// the peer may cancel them.
     pub(crate) owed: IdMap<(CancelToken, bool)>,
+    /// Owed requests the peer cancelled and then gave their id to a new request (which MCP
+    /// 2026-07-28 allows: a cancelled request awaits no answer): their work may still run,
+    /// and counts in flight until its (unwritten) answer comes.
+    pub(crate) superseded: Vec<CancelToken>,
     /// The owed answers that wait on something else rather than on work (a `tasks/result`
     /// waiting for its task): they do not count toward the in-flight bound, or enough of them
     /// would stop the loop from starting the requests they wait for. A subset of `owed`'s keys.
@@ -174,6 +178,7 @@ impl Session {
             signal: None,
             next_request_id,
             owed: IdMap::default(),
+            superseded: Vec::new(),
             waiting: IdSet::default(),
             outbound: IdMap::default(),
             outbound_ended: false,
@@ -252,7 +257,10 @@ impl Session {
     /// request), a notification or request queued for the peer, a post kept for the handler.
     pub(crate) fn take_event(&mut self, event: Event) {
         match event {
-            Event::Answer { id, result } => {
+            Event::Answer { id, result, token } => {
+                if !self.superseded.is_empty() && self.drop_superseded(token.as_ref()) {
+                    return;
+                }
                 let write = self.settle_owed(&id);
                 if self.batches.is_empty() {
                     if write {
@@ -314,7 +322,7 @@ impl Session {
         if self.cancelled_while_queued(&request.id, cancellable) {
             return Start::Dropped;
         }
-        if !self.owed.is_empty() && self.owed.contains_key(&request.id) {
+        if !self.owed.is_empty() && !self.release_cancelled_id(&request.id) {
             self.stats.bad_messages += 1;
             let error = ErrorObject::new(
                 ErrorCode::INVALID_REQUEST,

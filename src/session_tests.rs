@@ -163,6 +163,7 @@ fn a_cancellation_of_an_owed_request_cancels_its_token_and_drops_its_answer() {
     s.take_event(Event::Answer {
         id: RequestId::from(5),
         result: Ok(Value::Null),
+        token: None,
     });
     assert!(s.owed.is_empty());
     assert_eq!(written(&mut s), "");
@@ -177,6 +178,7 @@ fn an_owed_answer_is_written_once_and_a_late_duplicate_is_ignored() {
         s.take_event(Event::Answer {
             id: RequestId::from(3),
             result: Ok(serde_json::json!({ "ok": true })),
+            token: None,
         });
     }
     assert_eq!(
@@ -244,6 +246,7 @@ fn a_panicking_handler_with_a_taken_responder_is_answered_once() {
     s.take_event(Event::Answer {
         id: RequestId::from(8),
         result: Err(ErrorObject::internal("dropped")),
+        token: None,
     });
     assert_eq!(written(&mut s), "");
     assert_eq!(s.stats.handler_panics, 1);

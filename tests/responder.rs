@@ -42,7 +42,10 @@ impl Handler for Deferring {
             self.kept.push(responder);
             return Ok(Value::Null);
         }
-        if !matches!(method, "later" | "drop" | "post" | "ask" | "never") {
+        if !matches!(
+            method,
+            "later" | "drop" | "post" | "ask" | "never" | "stubborn"
+        ) {
             return Ok(json!({ "now": method, "posts": self.posts.len() }));
         }
         let responder = cx.responder().expect("a request has a responder");
@@ -66,6 +69,14 @@ impl Handler for Deferring {
             }
             "drop" => {
                 thread::spawn(move || drop(responder));
+            }
+            "stubborn" => {
+                // Ignores cancellation: answers after `ms` whatever happened meanwhile.
+                let ms = params["ms"].as_u64().unwrap_or(0);
+                thread::spawn(move || {
+                    thread::sleep(Duration::from_millis(ms));
+                    responder.respond(Ok(json!({ "stubborn": ms })));
+                });
             }
             "post" => {
                 thread::spawn(move || {
@@ -402,6 +413,28 @@ fn a_request_queued_behind_a_handler_holding_the_loop_is_dropped_when_cancelled(
         next["id"], 3,
         "the cancelled request must get no response: {next}"
     );
+}
+
+#[test]
+fn the_id_of_a_cancelled_request_may_be_used_again_at_once_and_its_late_answer_is_dropped() {
+    let _w = watchdog("reused_id", Duration::from_secs(30));
+    let mut s = start(server());
+    s.send(&request(5, "stubborn", json!({ "ms": 400 })));
+    // Answered in order: once 4 is, 5 runs (a cancellation read before it started would
+    // drop it unstarted instead).
+    s.send(&request(4, "quick", json!({})));
+    assert_eq!(s.recv()["id"], 4);
+    s.send(b"{\"jsonrpc\":\"2.0\",\"method\":\"cancel\",\"params\":{\"requestId\":5}}\n");
+    // A cancelled request awaits no answer (MCP 2026-07-28 lets its id be used again). The
+    // new one answers later too, after the old one's late answer (at 400 ms), which must
+    // neither be written nor settle the new one.
+    s.send(&request(5, "later", json!({ "ms": 800 })));
+    let answered = s.recv();
+    assert_eq!(answered["id"], 5, "{answered}");
+    assert_eq!(answered["result"], json!({ "slept": 800 }), "{answered}");
+    util::assert_silent(&s.output, Duration::from_millis(300));
+    s.send(&request(6, "quick", json!({})));
+    assert_eq!(s.recv()["id"], 6);
 }
 
 #[test]

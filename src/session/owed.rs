@@ -4,6 +4,7 @@
 use super::Session;
 use crate::batch_answers::Settled;
 use crate::message::{ErrorObject, Message, Notification, Parsed, RequestId, Response};
+use crate::responder::CancelToken;
 
 impl Session {
     /// Writes the answer of the owed request `id` (`None`: it gets none), or keeps it for its
@@ -84,7 +85,41 @@ impl Session {
 
     /// How many owed answers count toward the in-flight bound (those of work that runs).
     pub(crate) fn in_flight(&self) -> usize {
-        self.owed.len().saturating_sub(self.waiting.len())
+        (self.owed.len() + self.superseded.len()).saturating_sub(self.waiting.len())
+    }
+
+    /// Whether a new request may use `id`: no answer is owed under it, or the one owed is of a
+    /// request the peer cancelled (it gets no answer), which then waits aside for its work to
+    /// end. `false`: a request in flight has the id.
+    pub(crate) fn release_cancelled_id(&mut self, id: &RequestId) -> bool {
+        let Some((token, _)) = self.owed.get(id) else {
+            return true;
+        };
+        if !token.cancelled_by_peer() {
+            return false;
+        }
+        if let Some((token, _)) = self.owed.remove(id) {
+            self.superseded.push(token);
+        }
+        if !self.waiting.is_empty() {
+            self.waiting.remove(id);
+        }
+        true
+    }
+
+    /// Whether an answer is the late one of a superseded request (it is then forgotten, and
+    /// never written: its id is another request's now).
+    pub(crate) fn drop_superseded(&mut self, token: Option<&CancelToken>) -> bool {
+        let Some(token) = token else {
+            return false;
+        };
+        match self.superseded.iter().position(|t| t.is(token)) {
+            Some(i) => {
+                self.superseded.swap_remove(i);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Cancels a request whose answer a responder owes, if `id` names one the peer may cancel;
@@ -117,6 +152,7 @@ impl Session {
     /// Answers every request still owed with an error (the server is ending) and forgets them.
     pub(crate) fn fail_owed(&mut self, why: &str) {
         self.waiting.clear();
+        self.superseded.clear();
         let owed: Vec<RequestId> = self.owed.drain().map(|(id, _)| id).collect();
         for id in owed {
             let error = ErrorObject::internal(format!("internal error: {why}"));
