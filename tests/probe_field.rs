@@ -324,3 +324,31 @@ fn a_server_of_the_2026_era_only_is_told_apart_with_the_versions_it_offered() {
         );
     });
 }
+
+/// Tool names against MCP 2025-11-25's advice (1 to 128 characters of `A-Za-z0-9_-.`, unique
+/// within the server): a SHOULD finding, so a warning, not a failure.
+#[test]
+fn tool_names_against_the_naming_advice_are_a_should_finding() {
+    watchdog(Duration::from_secs(60), || {
+        let (report, code, _) =
+            probe_json_with(&[], "odd_tools.py", &["odd-names"], Some("handshake,tools"));
+        assert_eq!(code, 0, "a SHOULD finding is not a failure: {report:#}");
+        let tools = check(&report, "tools");
+        assert_eq!(tools["status"], "WARN", "{report:#}");
+        assert_eq!(tools["level"], "SHOULD", "{report:#}");
+        let detail = detail_of(&report, "tools");
+        for advice in [
+            "tool name \"has space\" has characters outside A-Za-z0-9_-.",
+            "tool name \"echo\" is listed more than once",
+        ] {
+            assert!(detail.contains(advice), "{advice}: {detail}");
+        }
+        let (report, code, _) = probe_json_with(
+            &["--strict"],
+            "odd_tools.py",
+            &["odd-names"],
+            Some("handshake,tools"),
+        );
+        assert_eq!(code, 1, "--strict fails on a SHOULD: {report:#}");
+    });
+}

@@ -258,6 +258,8 @@ pub(crate) mod rules {
         "MCP server/tools (Error Handling): tool failures SHOULD be results with isError";
     pub(crate) const TOOL_NAME: &str =
         "MCP server/tools: every tool has a name, a non-empty string (Tool.name, required in schema.ts)";
+    pub(crate) const TOOL_NAME_ADVICE: &str =
+        "MCP server/tools (Tool names, 2025-11-25): a name SHOULD be 1 to 128 characters of A-Za-z0-9_-. and unique within the server";
     pub(crate) const INPUT_SCHEMA: &str =
         "MCP server/tools: inputSchema is a JSON Schema object with \"type\": \"object\" (Tool.inputSchema, required in schema.ts)";
     pub(crate) const TOOL_RESULT: &str =

@@ -47,6 +47,37 @@ pub(crate) fn schema_flaw(tool: &Value) -> Option<String> {
     }
 }
 
+/// What the tool names break of MCP 2025-11-25's advice (SHOULD): 1 to 128 characters of
+/// `A-Za-z0-9_-.`, unique within the server. One finding a name, in listing order.
+pub(crate) fn name_advice<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let mut seen: Vec<&str> = Vec::new();
+    let mut advice = Vec::new();
+    for name in names {
+        let shown = excerpt(&Value::from(name));
+        if seen.contains(&name) {
+            if !advice.contains(&format!("tool name {shown} is listed more than once")) {
+                advice.push(format!("tool name {shown} is listed more than once"));
+            }
+            continue;
+        }
+        seen.push(name);
+        let length = name.chars().count();
+        if length > 128 {
+            advice.push(format!(
+                "tool name {shown} has {length} characters (at most 128)"
+            ));
+        } else if !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+        {
+            advice.push(format!(
+                "tool name {shown} has characters outside A-Za-z0-9_-."
+            ));
+        }
+    }
+    advice
+}
+
 /// A value of the server's as a short excerpt for a detail line.
 fn excerpt(value: &Value) -> String {
     let text = value.to_string();
@@ -79,6 +110,23 @@ mod tests {
         assert_eq!(label(&json!({"name": 42})), "(name 42)");
         assert_eq!(label(&json!({"name": ""})), "(empty name)");
         assert_eq!(label(&json!({})), "(no name)");
+    }
+
+    #[test]
+    fn tool_names_follow_the_advice_of_2025_11_25() {
+        assert!(name_advice(["echo", "get-time", "a.b_c", "x"]).is_empty());
+        let long = "n".repeat(129);
+        assert_eq!(
+            name_advice(["echo", "has space", "echo", "echo", long.as_str()]),
+            [
+                "tool name \"has space\" has characters outside A-Za-z0-9_-.",
+                "tool name \"echo\" is listed more than once",
+                &format!(
+                    "tool name \"{}... has 129 characters (at most 128)",
+                    "n".repeat(36)
+                ),
+            ]
+        );
     }
 
     #[test]

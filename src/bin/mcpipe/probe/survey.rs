@@ -57,6 +57,9 @@ pub(crate) struct Survey {
     pub(crate) entries: Vec<Entry>,
     /// Tools named with `--call` that the server does not list (the user's mistake).
     pub(crate) unlisted: Vec<String>,
+    /// Where the tool names do not follow MCP 2025-11-25's advice (SHOULD), when that or a
+    /// later version was negotiated.
+    pub(crate) name_advice: Vec<String>,
     /// Notifications the server had no right to send during the calls.
     pub(crate) undeclared: Vec<String>,
     pub(crate) notifications: usize,

@@ -196,6 +196,13 @@ fn make_survey(target: &Target) -> Survey {
         }
         survey.entries.push(entry);
     }
+    if client.protocol_version() >= "2025-11-25" {
+        let names = survey
+            .entries
+            .iter()
+            .filter_map(|e| listing::name(&e.tool).ok());
+        survey.name_advice = listing::name_advice(names);
+    }
     for name in target.calls.iter().map(|c| &c.name) {
         if !survey.entries.iter().any(|e| e.name() == name) {
             survey.unlisted.push(name.clone());
@@ -338,6 +345,9 @@ pub(crate) fn tools(target: &Target) -> Outcome {
             }
         }
         short(format!("{}; {summary}", details.join("; "))).by(Level::Must, cited.join("; "))
+    } else if !survey.name_advice.is_empty() {
+        short(format!("{}; {summary}", survey.name_advice.join("; ")))
+            .by(Level::Should, rules::TOOL_NAME_ADVICE)
     } else if !survey.unlisted.is_empty() {
         short(format!(
             "--call names tools the server does not list: {}; {summary}",
