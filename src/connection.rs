@@ -105,6 +105,8 @@ pub(crate) struct Connection {
     last_peek: Option<Instant>,
     /// Keys of watched fds that became readable, not yet handed to the handler.
     ready_watches: Vec<usize>,
+    /// The last wait reported the input.
+    input_event: bool,
     /// How many fds a handler watches.
     watching: usize,
     /// The running request's answer line, its result written as JSON text by the handler
@@ -176,6 +178,7 @@ impl Connection {
             outbox,
             last_peek: None,
             ready_watches: Vec::new(),
+            input_event: false,
             watching: 0,
             answer_line: Vec::new(),
             answer_start: None,
@@ -213,7 +216,7 @@ impl Connection {
             .input_readiness
             .after_read(result, asked)
             .map_err(|e| Error::io("reading input", e))?;
-        if late {
+        if late && !self.input_event_pending() {
             self.session.stats.late_input += 1;
         }
         match fill {
@@ -526,9 +529,11 @@ impl Connection {
         let mut drain_signals = false;
         for event in self.events.iter() {
             match event.token() {
-                INPUT => self
-                    .input_readiness
-                    .on_event(event.is_read_closed() || event.is_error()),
+                INPUT => {
+                    self.input_event = true;
+                    self.input_readiness
+                        .on_event(event.is_read_closed() || event.is_error());
+                }
                 OUTPUT => {
                     self.output_readiness.writable = true;
                     if event.is_write_closed() || event.is_error() {
@@ -550,6 +555,17 @@ impl Connection {
             self.drain_signal_pipe();
         }
         Ok(())
+    }
+
+    /// After a confirming read found input: whether the poller holds an event for it (taken
+    /// now, as any wait takes events). Then the bytes came after the quiet wait, not before it,
+    /// and were not late: a short read had emptied the pipe. Rare (a writer that pauses about
+    /// `CONFIRM_AFTER` between writes), so the extra poll costs nothing on the usual path.
+    #[cold]
+    fn input_event_pending(&mut self) -> bool {
+        self.input_event = false;
+        let _ = self.wait(Some(Duration::ZERO));
+        self.input_event
     }
 
     /// Has the poller report `fd` readable under `key` (edge-triggered: whoever handles it
