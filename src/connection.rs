@@ -267,10 +267,9 @@ impl Connection {
     /// copied as it is: what [`Event::Answer`] does, without building and writing a `Value`
     /// (a relay forwarding its upstream's answers).
     pub(crate) fn answer_raw(&mut self, id: &RequestId, result: &str, token: &CancelToken) {
-        if !self.session.superseded.is_empty() && self.session.drop_superseded(Some(token)) {
+        let Some(write) = self.session.settle_owed(id, Some(token)) else {
             return;
-        }
-        let write = self.session.settle_owed(id);
+        };
         if !self.session.batches.is_empty() {
             // It may belong to a batch, whose answers are written together: as a value.
             let response = write.then(|| {

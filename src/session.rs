@@ -84,7 +84,7 @@ pub(crate) struct Session {
     /// Owed requests the peer cancelled and then gave their id to a new request (which MCP
     /// 2026-07-28 allows: a cancelled request awaits no answer): their work may still run,
     /// and counts in flight until its (unwritten) answer comes.
-    pub(crate) superseded: Vec<CancelToken>,
+    superseded: Vec<CancelToken>,
     /// The owed answers that wait on something else rather than on work (a `tasks/result`
     /// waiting for its task): they do not count toward the in-flight bound, or enough of them
     /// would stop the loop from starting the requests they wait for. A subset of `owed`'s keys.
@@ -258,10 +258,9 @@ impl Session {
     pub(crate) fn take_event(&mut self, event: Event) {
         match event {
             Event::Answer { id, result, token } => {
-                if !self.superseded.is_empty() && self.drop_superseded(token.as_ref()) {
+                let Some(write) = self.settle_owed(&id, token.as_ref()) else {
                     return;
-                }
-                let write = self.settle_owed(&id);
+                };
                 if self.batches.is_empty() {
                     if write {
                         self.enqueue(&answer_message(id, result));

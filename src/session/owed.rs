@@ -34,17 +34,26 @@ impl Session {
         out.extend_from_slice(b"]\n");
     }
 
-    /// An answer for the owed request `id` arrived: it is no longer owed. Whether the answer
-    /// is to be written: not for a request the peer cancelled, nor to a peer that is gone (one
-    /// stopped by a shutdown still gets whatever the handler made of it).
-    pub(crate) fn settle_owed(&mut self, id: &RequestId) -> bool {
+    /// An answer for the owed request `id` (of the request whose token is `token`) arrived: it
+    /// is no longer owed. Whether the answer is to be written: not for a request the peer
+    /// cancelled, nor to a peer that is gone (one stopped by a shutdown still gets whatever
+    /// the handler made of it). `None`: the late answer of a superseded request, which leaves
+    /// the request now owed under `id` (and its batch) alone.
+    pub(crate) fn settle_owed(
+        &mut self,
+        id: &RequestId,
+        token: Option<&CancelToken>,
+    ) -> Option<bool> {
+        if !self.superseded.is_empty() && self.drop_superseded(token) {
+            return None;
+        }
         if !self.waiting.is_empty() {
             self.waiting.remove(id);
         }
         let Some((token, _)) = self.owed.remove(id) else {
-            return false;
+            return Some(false);
         };
-        !token.cancelled_by_peer() && !self.peer_gone
+        Some(!token.cancelled_by_peer() && !self.peer_gone)
     }
 
     /// The request a cancellation names, if `n` is one.
@@ -109,7 +118,7 @@ impl Session {
 
     /// Whether an answer is the late one of a superseded request (it is then forgotten, and
     /// never written: its id is another request's now).
-    pub(crate) fn drop_superseded(&mut self, token: Option<&CancelToken>) -> bool {
+    fn drop_superseded(&mut self, token: Option<&CancelToken>) -> bool {
         let Some(token) = token else {
             return false;
         };
