@@ -44,6 +44,7 @@ fn help_goes_to_stdout_and_exits_zero() {
     for flag in [
         "--idle-timeout-ms",
         "--max-message-bytes",
+        "--shutdown-grace-ms",
         "--allow-run",
         "--help",
     ] {
@@ -57,6 +58,7 @@ fn unknown_flags_print_usage_and_exit_two() {
         &["--frobnicate"][..],
         &["--idle-timeout-ms"],
         &["--idle-timeout-ms", "soon"],
+        &["--shutdown-grace-ms", "-1"],
         &["extra"],
     ] {
         let (code, stdout, stderr) = run_demo(args);

@@ -111,9 +111,9 @@ impl Drop for Sleeps {
     }
 }
 
-/// `mcpipe demo --allow-run`, initialized, running `script` as call 1.
-fn demo_running(script: &str, timeout_ms: Option<u64>) -> Proc {
-    let mut demo = Proc::demo(&["--allow-run"]);
+/// `mcpipe demo --allow-run` with `flags`, initialized, running `script` as call 1.
+fn demo_running_with(flags: &[&str], script: &str, timeout_ms: Option<u64>) -> Proc {
+    let mut demo = Proc::demo(&[&["--allow-run"], flags].concat());
     demo.initialize();
     let mut arguments = json!({ "argv": ["sh", "-c", script] });
     if let Some(ms) = timeout_ms {
@@ -121,6 +121,11 @@ fn demo_running(script: &str, timeout_ms: Option<u64>) -> Proc {
     }
     demo.call(1, "run", arguments);
     demo
+}
+
+/// `mcpipe demo --allow-run`, initialized, running `script` as call 1.
+fn demo_running(script: &str, timeout_ms: Option<u64>) -> Proc {
+    demo_running_with(&[], script, timeout_ms)
 }
 
 #[test]
@@ -172,11 +177,12 @@ fn sigterm_to_the_server_ends_the_setsid_grandchild_of_a_running_command() {
 fn end_of_input_ends_the_setsid_grandchild_of_a_running_command() {
     let _w = watchdog("run_eof", LIMIT);
     let sleeps = Sleeps::new(5);
-    let mut demo = demo_running(&sleeps.endless(), None);
+    // The server lets running calls finish for its shutdown grace (10 s by default) before it
+    // stops them; a short one keeps the test quick and shows that the flag is honoured.
+    let mut demo = demo_running_with(&["--shutdown-grace-ms", "200"], &sleeps.endless(), None);
     let grandchild = sleeps.started(3);
     demo.close_stdin();
-    // The server lets running calls finish for its shutdown grace (10 s) before it stops them.
-    assert_eq!(demo.wait_exit_within(Duration::from_secs(30)), Some(0));
+    assert_eq!(demo.wait_exit_within(Duration::from_secs(5)), Some(0));
     sleeps.assert_all_gone(grandchild);
 }
 

@@ -27,6 +27,8 @@ options:
   --idle-timeout-ms N     run the idle hook (cache eviction) after N ms without input
                           (default 60000; 0 turns it off)
   --max-message-bytes N   longest accepted message in bytes (default 64 MiB)
+  --shutdown-grace-ms N   at end of input, how long running calls may finish before they
+                          are cancelled (default 10000)
   --allow-run             add the `run` tool, which runs any command it is given
   --conformance           serve the fixtures of the official MCP conformance suite instead
                           (tools test_*, resources test://..., prompts test_*; both the
@@ -89,6 +91,7 @@ impl Demo {
 struct Options {
     idle_timeout: Option<Duration>,
     max_message_bytes: Option<usize>,
+    shutdown_grace: Option<Duration>,
     allow_run: bool,
     conformance: bool,
 }
@@ -97,6 +100,7 @@ fn parse(args: Vec<String>) -> Result<Option<Options>, String> {
     let mut options = Options {
         idle_timeout: Some(Duration::from_secs(60)),
         max_message_bytes: None,
+        shutdown_grace: None,
         allow_run: false,
         conformance: false,
     };
@@ -125,6 +129,10 @@ fn parse(args: Vec<String>) -> Result<Option<Options>, String> {
                 let n = number("--max-message-bytes")?;
                 options.max_message_bytes = Some(usize::try_from(n).unwrap_or(usize::MAX));
             }
+            "--shutdown-grace-ms" => {
+                let ms = number("--shutdown-grace-ms")?;
+                options.shutdown_grace = Some(Duration::from_millis(ms));
+            }
             "--allow-run" if inline.is_none() => options.allow_run = true,
             "--conformance" if inline.is_none() => options.conformance = true,
             _ => return Err(format!("unknown option {arg:?}")),
@@ -146,6 +154,9 @@ pub(crate) fn run(args: Vec<String>) -> ExitCode {
     let mut loop_config = Server::new().idle_timeout(options.idle_timeout);
     if let Some(bytes) = options.max_message_bytes {
         loop_config = loop_config.max_message_bytes(bytes);
+    }
+    if let Some(grace) = options.shutdown_grace {
+        loop_config = loop_config.shutdown_grace(grace);
     }
     let served = if options.conformance {
         loop_config.serve_stdio(&mut conformance::server())
