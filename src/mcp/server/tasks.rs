@@ -129,6 +129,16 @@ impl<S: 'static> McpServer<S> {
         }
     }
 
+    /// Whether `tools/list` shows a tool with `support` to the client of this request: not a
+    /// tool that runs only as a task to a handshake session of a revision without tasks
+    /// (before 2025-11-25). Such a server declares no tasks there, and a receiver that declares
+    /// none must process `tools/call` normally (2025-11-25, tasks, "Task Support and
+    /// Handling"): for that client the tool does not exist. (A 2026-07-28 list is the same
+    /// for every request; a client without the extension learns from `-32021` what it lacks.)
+    pub(super) fn offered(support: TaskSupport, scope: &Scope) -> bool {
+        scope.modern || support != TaskSupport::Required || client_has_tasks(scope)
+    }
+
     /// Whether this `tools/call` of a tool with `support` becomes a task, or must be refused.
     pub(super) fn task_wanted(
         name: &str,
@@ -159,6 +169,13 @@ impl<S: 'static> McpServer<S> {
         };
         let asked = asked.filter(|_| tasks);
         match (support, asked) {
+            // Not listed to this session (see `offered`): an unknown tool, saying why.
+            (TaskSupport::Required, _) if !tasks => Err(ErrorObject::invalid_params(format!(
+                "unknown tool: {name} (it runs only as a task, and MCP {} has no tasks; \
+                 it is offered from 2025-11-25 on)",
+                scope.version
+            ))
+            .with_data(json!({ "name": name }))),
             (TaskSupport::Forbidden, Some(_)) => Err(ErrorObject::new(
                 ErrorCode::METHOD_NOT_FOUND,
                 format!("method not found: the tool {name} cannot be called as a task"),
