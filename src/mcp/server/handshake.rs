@@ -111,6 +111,7 @@ impl<S: 'static> McpServer<S> {
         };
         self.session.version = Some(version.to_owned());
         self.session.scope_cache = None;
+        self.forget_modern_tasks();
         self.session.client_capabilities = match params.get("capabilities") {
             Some(caps @ Value::Object(_)) => caps.clone(),
             _ => json!({}),

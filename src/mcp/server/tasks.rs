@@ -231,7 +231,7 @@ impl<S: 'static> McpServer<S> {
                 return answer;
             }
         }
-        let task = self.tasks.create(wanted.ttl)?;
+        let task = self.tasks.create(wanted.ttl, scope.modern)?;
         task.finish(answer);
         let id = task.id.clone();
         // No status notification: the answer itself tells the task's (final) status.
@@ -252,7 +252,7 @@ impl<S: 'static> McpServer<S> {
         token: Option<Value>,
         cx: &mut Context<'_>,
     ) -> Result<Value, ErrorObject> {
-        let task = self.tasks.create(wanted.ttl)?;
+        let task = self.tasks.create(wanted.ttl, scope.modern)?;
         // Answers the call itself brought (2026-07-28 rounds before the task) carry over.
         task.answers = std::mem::take(&mut rounds.answers);
         let id = task.id.clone();
@@ -443,6 +443,18 @@ impl<S: 'static> McpServer<S> {
         let job = TaskJob::new(task, resume, cx);
         self.submit_task(job);
         Ok(json!({}))
+    }
+
+    /// `initialize` made the process a handshake session for good: the tasks 2026-07-28
+    /// requests made are stopped and forgotten. No 2026-07-28 request is served from now on,
+    /// so nobody could poll them (`tasks/get` of the extension) or bring their inputs
+    /// (`tasks/update`) again, and they are not the session's to show: its `tasks/list`
+    /// lists the requestor's own tasks (2025-11-25, tasks, "Task Isolation and Access
+    /// Control"), and its client would wait in `tasks/result` for one parked on inputs that
+    /// can never come. Their work is cancelled as by `tasks/cancel` (a command it runs ends
+    /// with its process group).
+    pub(super) fn forget_modern_tasks(&mut self) {
+        self.tasks.forget(|task| task.modern);
     }
 
     /// Drops the `tasks/result` waiter of a request the client cancelled.
