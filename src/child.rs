@@ -9,6 +9,11 @@
 //! tree as it goes ([`ProcessTree`]; Linux, about every 10 ms). A process started *and*
 //! orphaned between two looks, or any that left the group on a system without `/proc`, is
 //! beyond its reach.
+//!
+//! The embedding program may ignore `SIGCHLD` (or reap children in a handler of its own): the
+//! kernel then reaps the command when it exits, and waiting for it fails with `ECHILD`. That
+//! means "exited, status unknown", as in the client (`client/process.rs`), not a failure: the
+//! output and the cleanup are the same, and [`ChildOutput::status`] is `None`.
 
 use std::io::{self, Read};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -98,8 +103,11 @@ const DRAIN_GRACE: Duration = Duration::from_millis(100);
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ChildOutput {
-    /// How the command ended (`status.code()` for an exit, the signal otherwise).
-    pub status: ExitStatus,
+    /// How the command ended (`status.code()` for an exit, the signal otherwise); `None` when
+    /// it was reaped by someone else, so that nobody can know: the embedding program ignores
+    /// `SIGCHLD` (the kernel then reaps children as they exit) or reaps children itself. The
+    /// output is complete either way.
+    pub status: Option<ExitStatus>,
     /// Its standard output, up to the bound.
     pub stdout: Vec<u8>,
     /// Its standard error, up to the bound.
@@ -115,25 +123,37 @@ pub struct ChildOutput {
 struct Group {
     child: Child,
     pgid: libc::pid_t,
-    reaped: Option<ExitStatus>,
+    /// `Some` once the direct child is gone: with its status when reaped here, `None` when
+    /// reaped elsewhere (see [`reaped_elsewhere`]). Its pid is no longer ours either way.
+    ended: Option<Option<ExitStatus>>,
     /// Every descendant seen while the command ran, also those that left the group.
     tree: ProcessTree,
 }
 
+/// Whether a wait for the direct child failed because someone else reaped it (`ECHILD`): it
+/// has exited, its status is unknown.
+fn reaped_elsewhere(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(libc::ECHILD)
+}
+
 impl Group {
-    fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
-        if self.reaped.is_none() {
-            self.reaped = self.child.try_wait()?;
-            if self.reaped.is_some() {
-                self.tree.forget_root();
-            }
+    /// Whether the direct child has ended (reaped here or elsewhere).
+    fn try_wait(&mut self) -> io::Result<bool> {
+        if self.ended.is_none() {
+            self.ended = match self.child.try_wait() {
+                Ok(None) => return Ok(false),
+                Ok(Some(status)) => Some(Some(status)),
+                Err(e) if reaped_elsewhere(&e) => Some(None),
+                Err(e) => return Err(e),
+            };
+            self.tree.forget_root();
         }
-        Ok(self.reaped)
+        Ok(true)
     }
 
-    /// SIGTERM to the group and the tree, SIGKILL after the grace, then reap the direct child.
-    /// Every signal is sent before an error can return.
-    fn terminate(&mut self) -> io::Result<ExitStatus> {
+    /// SIGTERM to the group and the tree, SIGKILL after the grace, then reap the direct child;
+    /// its status (`None`: reaped elsewhere). Every signal is sent before an error can return.
+    fn terminate(&mut self) -> io::Result<Option<ExitStatus>> {
         // One last look while the links to the command's descendants still exist.
         self.tree.scan();
         // ESRCH (nobody left) is the good case; nothing else can usefully be done on error.
@@ -147,29 +167,29 @@ impl Group {
         self.tree.scan();
         let _ = sys::signal_group(self.pgid, libc::SIGKILL);
         self.tree.kill_all();
-        match self.reaped {
-            Some(status) => Ok(status),
-            None => {
-                // After SIGKILL the wait is short.
-                let status = self.child.wait()?;
-                self.reaped = Some(status);
-                self.tree.forget_root();
-                Ok(status)
-            }
+        if let Some(status) = self.ended {
+            return Ok(status);
         }
+        // After SIGKILL the wait is short (and ends with ECHILD if the kernel reaps it).
+        let status = match self.child.wait() {
+            Ok(status) => Some(status),
+            Err(e) if reaped_elsewhere(&e) => None,
+            Err(e) => return Err(e),
+        };
+        self.ended = Some(status);
+        self.tree.forget_root();
+        Ok(status)
     }
 
     /// Whether the direct child is reaped (or cannot be waited for) and nothing else is left.
     fn all_gone(&mut self) -> bool {
-        self.try_wait().map_or(true, |status| status.is_some())
-            && !sys::group_exists(self.pgid)
-            && !self.tree.any_alive()
+        self.try_wait().unwrap_or(true) && !sys::group_exists(self.pgid) && !self.tree.any_alive()
     }
 }
 
 impl Drop for Group {
     fn drop(&mut self) {
-        if self.reaped.is_none() || sys::group_exists(self.pgid) || !self.tree.is_empty() {
+        if self.ended.is_none() || sys::group_exists(self.pgid) || !self.tree.is_empty() {
             let _ = self.terminate();
         }
     }
@@ -264,7 +284,7 @@ pub(crate) fn run(
         pgid: libc::pid_t::try_from(child.id()).unwrap_or(0),
         tree: ProcessTree::new(child.id()),
         child,
-        reaped: None,
+        ended: None,
     };
     let mut out = Capture::new(receiver(conn, stdout, false).map_err(failed)?, max_output);
     let mut err = Capture::new(receiver(conn, stderr, true).map_err(failed)?, max_output);
@@ -276,7 +296,7 @@ pub(crate) fn run(
         group.tree.scan_if_due();
         out.drain(conn);
         err.drain(conn);
-        if group.try_wait().map_err(failed)?.is_some() {
+        if group.try_wait().map_err(failed)? {
             // The command is done; let what it left behind finish writing, briefly.
             let until = Instant::now() + DRAIN_GRACE;
             while (out.open() || err.open())

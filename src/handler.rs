@@ -393,6 +393,10 @@ impl<'a> Context<'a> {
     /// 10 ms while it runs, so only a process started *and* orphaned between two looks (a
     /// double fork within 10 ms) escapes; other systems end the process group only.
     ///
+    /// When the program ignores `SIGCHLD` (or reaps children itself), the kernel (or it) reaps
+    /// the command, so its exit status is lost: the output comes back as usual, with
+    /// [`ChildOutput::status`] `None`.
+    ///
     /// # Errors
     /// [`Error::Spawn`] when the command cannot be started; [`Error::Cancelled`],
     /// [`Error::Shutdown`] or [`Error::PeerGone`] when it was stopped for those reasons. A
@@ -406,7 +410,8 @@ impl<'a> Context<'a> {
     /// cmd.arg("-l");
     /// let out = cx.run_command(cmd, 1 << 20, Some(Duration::from_secs(30)))?;
     /// let said = String::from_utf8_lossy(&out.stdout);
-    /// mcpipe::stderr_line(&format!("exit {:?}: {said}", out.status.code()));
+    /// let code = out.status.and_then(|status| status.code());
+    /// mcpipe::stderr_line(&format!("exit {code:?}: {said}"));
     /// # Ok(()) }
     /// ```
     pub fn run_command(

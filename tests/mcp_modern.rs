@@ -503,6 +503,11 @@ fn progress_works_per_request() {
 #[test]
 fn a_listen_stream_is_acknowledged_tagged_filtered_and_ended_at_shutdown() {
     let mut demo = conformance();
+    // `resources.subscribe` is still a 2026-07-28 capability (schema: ServerCapabilities): it
+    // now announces `resourceSubscriptions` on this stream, which is honoured below.
+    demo.request(9, "server/discover", with_meta(json!({})));
+    let caps = demo.result(9)["capabilities"].clone();
+    assert_eq!(caps["resources"]["subscribe"], true, "{caps}");
     demo.request(
         1,
         "subscriptions/listen",
@@ -518,6 +523,10 @@ fn a_listen_stream_is_acknowledged_tagged_filtered_and_ended_at_shutdown() {
         1
     );
     assert_eq!(ack["params"]["notifications"]["toolsListChanged"], true);
+    assert_eq!(
+        ack["params"]["notifications"]["resourceSubscriptions"],
+        json!(["test://watched-resource"])
+    );
     // A second stream that wants only prompts.
     demo.request(
         2,

@@ -99,6 +99,9 @@ pub(crate) fn with_related_task(params: Option<Value>, task_id: &str) -> Value {
 #[derive(Debug)]
 pub(crate) struct Task<R> {
     pub(crate) id: String,
+    /// Made by a 2026-07-28 request (the extension), not by the handshake session: the two
+    /// never see each other's tasks (see [`TaskStore::forget`]).
+    pub(crate) modern: bool,
     pub(crate) status: Status,
     pub(crate) message: Option<String>,
     created: SystemTime,
@@ -259,12 +262,16 @@ impl<R> TaskStore<R> {
         self.tasks.len()
     }
 
-    /// A new `working` task. `ttl` is what a 2025-11-25 client asked for (capped by the
-    /// store's).
+    /// A new `working` task, made by a 2026-07-28 request when `modern`. `ttl` is what a
+    /// 2025-11-25 client asked for (capped by the store's).
     ///
     /// # Errors
     /// `-32603` when `max_kept` tasks are still running.
-    pub(crate) fn create(&mut self, ttl: Option<Duration>) -> Result<&mut Task<R>, ErrorObject> {
+    pub(crate) fn create(
+        &mut self,
+        ttl: Option<Duration>,
+        modern: bool,
+    ) -> Result<&mut Task<R>, ErrorObject> {
         self.sweep();
         while self.tasks.len() >= self.max_kept.max(1) {
             let oldest_finished = self
@@ -291,6 +298,7 @@ impl<R> TaskStore<R> {
         let now = SystemTime::now();
         let task = Task {
             id: id.clone(),
+            modern,
             status: Status::Working,
             message: None,
             created: now,
@@ -338,6 +346,27 @@ impl<R> TaskStore<R> {
     /// Every kept task, to stop them all (shutdown).
     pub(crate) fn all_mut(&mut self) -> impl Iterator<Item = &mut Task<R>> {
         self.tasks.values_mut()
+    }
+
+    /// Forgets every task `gone` picks at once, whatever its state: the work of one still
+    /// running is cancelled (as by `tasks/cancel`), and what it reports later finds no task.
+    /// The number forgotten.
+    pub(crate) fn forget(&mut self, gone: impl Fn(&Task<R>) -> bool) -> usize {
+        let picked: Vec<u64> = self
+            .tasks
+            .iter()
+            .filter(|(_, t)| gone(t))
+            .map(|(n, _)| *n)
+            .collect();
+        for &n in &picked {
+            if let Some(task) = self.tasks.get(&n) {
+                if !task.status.is_terminal() {
+                    task.cancel.cancel_by_peer();
+                }
+            }
+            self.remove(n);
+        }
+        picked.len()
     }
 
     /// Forgets finished tasks whose time is up.
@@ -425,14 +454,14 @@ mod tests {
     fn a_full_store_evicts_the_oldest_finished_task_and_refuses_when_all_run() {
         let mut store: TaskStore<()> = TaskStore::new();
         store.max_kept = 2;
-        let a = store.create(None).unwrap().id.clone();
-        let b = store.create(None).unwrap().id.clone();
+        let a = store.create(None, false).unwrap().id.clone();
+        let b = store.create(None, false).unwrap().id.clone();
         assert_eq!(
-            store.create(None).unwrap_err().code,
+            store.create(None, false).unwrap_err().code,
             ErrorCode::INTERNAL_ERROR
         );
         store.get(&a).unwrap().finish(Ok(json!({})));
-        let c = store.create(None).unwrap().id.clone();
+        let c = store.create(None, false).unwrap().id.clone();
         assert_eq!(store.len(), 2);
         assert_eq!(store.get(&a).unwrap_err().code, ErrorCode::INVALID_PARAMS);
         assert!(store.get(&b).is_ok() && store.get(&c).is_ok());
@@ -441,7 +470,11 @@ mod tests {
     #[test]
     fn a_finished_task_expires_after_its_ttl_and_a_running_one_never() {
         let mut store: TaskStore<()> = TaskStore::new();
-        let a = store.create(Some(Duration::ZERO)).unwrap().id.clone();
+        let a = store
+            .create(Some(Duration::ZERO), false)
+            .unwrap()
+            .id
+            .clone();
         std::thread::sleep(Duration::from_millis(5));
         assert!(store.get(&a).is_ok(), "a running task does not expire");
         store
@@ -453,11 +486,35 @@ mod tests {
     }
 
     #[test]
+    fn forget_drops_the_picked_tasks_and_stops_the_running_ones() {
+        let mut store: TaskStore<()> = TaskStore::new();
+        let running = store.create(None, true).unwrap();
+        let (running, token) = (running.id.clone(), running.cancel.clone());
+        let done = store.create(None, true).unwrap();
+        done.finish(Ok(json!({})));
+        let done = done.id.clone();
+        let kept = store.create(None, false).unwrap().id.clone();
+        assert_eq!(store.forget(|t| t.modern), 2);
+        assert!(matches!(token.reason(), Some(crate::Error::Cancelled)));
+        for gone in [running, done] {
+            assert_eq!(
+                store.get(&gone).unwrap_err().code,
+                ErrorCode::INVALID_PARAMS
+            );
+        }
+        assert!(store.get(&kept).is_ok());
+        assert_eq!(store.len(), 1);
+    }
+
+    #[test]
     fn wire_shapes_differ_by_revision() {
         let mut store: TaskStore<()> = TaskStore::new();
-        let legacy = store.create(None).unwrap().to_value(false, store_poll());
+        let legacy = store
+            .create(None, false)
+            .unwrap()
+            .to_value(false, store_poll());
         assert!(legacy.get("ttl").is_some() && legacy.get("ttlMs").is_none());
-        let task = store.create(None).unwrap();
+        let task = store.create(None, false).unwrap();
         task.finish(Ok(json!({ "content": [] })));
         let modern = task.detailed(store_poll());
         assert!(modern.get("ttlMs").is_some() && modern.get("ttl").is_none());

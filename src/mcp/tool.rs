@@ -210,7 +210,8 @@ pub enum TaskSupport {
     /// the client declared the extension), else as a plain call.
     Optional,
     /// Only as a task: a plain call is refused (`-32601` under 2025-11-25, `-32021` naming
-    /// the extension under 2026-07-28).
+    /// the extension under 2026-07-28). A handshake client of an older revision, which has no
+    /// tasks, is not shown the tool, and calling it is `-32602` (an unknown tool).
     Required,
 }
 

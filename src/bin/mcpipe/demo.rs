@@ -333,9 +333,12 @@ fn demo_server(allow_run: bool) -> McpServer<Demo> {
                 let mut command = Command::new(program);
                 command.args(rest);
                 let out = cx.run_command(command, RUN_OUTPUT_LIMIT, timeout)?;
-                let signal = std::os::unix::process::ExitStatusExt::signal(&out.status);
+                // Both null: the status is unknown (something else reaped the command).
+                let signal = out
+                    .status
+                    .and_then(|s| std::os::unix::process::ExitStatusExt::signal(&s));
                 Ok(ToolResult::structured(json!({
-                    "exit_code": out.status.code(),
+                    "exit_code": out.status.and_then(|s| s.code()),
                     "signal": signal,
                     "stdout": String::from_utf8_lossy(&out.stdout),
                     "stderr": String::from_utf8_lossy(&out.stderr),

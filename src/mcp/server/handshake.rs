@@ -70,6 +70,11 @@ pub(super) struct Listener {
 }
 
 impl<S: 'static> McpServer<S> {
+    /// The capabilities of both eras (`initialize`, `server/discover`). `resources.subscribe`
+    /// belongs to both: the 2026-07-28 schema keeps it in `ServerCapabilities` ("supports
+    /// subscribing to resource updates"), which that revision does with `resourceSubscriptions`
+    /// on `subscriptions/listen` instead of `resources/subscribe`; both are served exactly
+    /// when it is `true` (with [`McpServer::change_notifications`]).
     pub(super) fn capabilities(&self) -> Value {
         let changes = self.change_notifications;
         let mut caps = Map::new();
@@ -111,6 +116,7 @@ impl<S: 'static> McpServer<S> {
         };
         self.session.version = Some(version.to_owned());
         self.session.scope_cache = None;
+        self.forget_modern_tasks();
         self.session.client_capabilities = match params.get("capabilities") {
             Some(caps @ Value::Object(_)) => caps.clone(),
             _ => json!({}),

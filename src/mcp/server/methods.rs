@@ -206,7 +206,12 @@ impl<S: 'static> McpServer<S> {
             "server/discover" => Ok(self.discover()),
             "logging/setLevel" => self.set_level(params),
             "tools/list" if tools => {
-                let items = self.tools.iter().map(|(t, _)| t.to_value()).collect();
+                let items = self
+                    .tools
+                    .iter()
+                    .filter(|(t, _)| Self::offered(t.task_support_level(), scope))
+                    .map(|(t, _)| t.to_value())
+                    .collect();
                 page(items, params, "tools", size)
             }
             "tools/call" if tools => self.call_tool(params, apart, scope, cx),

@@ -129,6 +129,16 @@ impl<S: 'static> McpServer<S> {
         }
     }
 
+    /// Whether `tools/list` shows a tool with `support` to the client of this request: not a
+    /// tool that runs only as a task to a handshake session of a revision without tasks
+    /// (before 2025-11-25). Such a server declares no tasks there, and a receiver that declares
+    /// none must process `tools/call` normally (2025-11-25, tasks, "Task Support and
+    /// Handling"): for that client the tool does not exist. (A 2026-07-28 list is the same
+    /// for every request; a client without the extension learns from `-32021` what it lacks.)
+    pub(super) fn offered(support: TaskSupport, scope: &Scope) -> bool {
+        scope.modern || support != TaskSupport::Required || client_has_tasks(scope)
+    }
+
     /// Whether this `tools/call` of a tool with `support` becomes a task, or must be refused.
     pub(super) fn task_wanted(
         name: &str,
@@ -159,6 +169,13 @@ impl<S: 'static> McpServer<S> {
         };
         let asked = asked.filter(|_| tasks);
         match (support, asked) {
+            // Not listed to this session (see `offered`): an unknown tool, saying why.
+            (TaskSupport::Required, _) if !tasks => Err(ErrorObject::invalid_params(format!(
+                "unknown tool: {name} (it runs only as a task, and MCP {} has no tasks; \
+                 it is offered from 2025-11-25 on)",
+                scope.version
+            ))
+            .with_data(json!({ "name": name }))),
             (TaskSupport::Forbidden, Some(_)) => Err(ErrorObject::new(
                 ErrorCode::METHOD_NOT_FOUND,
                 format!("method not found: the tool {name} cannot be called as a task"),
@@ -214,7 +231,7 @@ impl<S: 'static> McpServer<S> {
                 return answer;
             }
         }
-        let task = self.tasks.create(wanted.ttl)?;
+        let task = self.tasks.create(wanted.ttl, scope.modern)?;
         task.finish(answer);
         let id = task.id.clone();
         // No status notification: the answer itself tells the task's (final) status.
@@ -235,7 +252,7 @@ impl<S: 'static> McpServer<S> {
         token: Option<Value>,
         cx: &mut Context<'_>,
     ) -> Result<Value, ErrorObject> {
-        let task = self.tasks.create(wanted.ttl)?;
+        let task = self.tasks.create(wanted.ttl, scope.modern)?;
         // Answers the call itself brought (2026-07-28 rounds before the task) carry over.
         task.answers = std::mem::take(&mut rounds.answers);
         let id = task.id.clone();
@@ -426,6 +443,18 @@ impl<S: 'static> McpServer<S> {
         let job = TaskJob::new(task, resume, cx);
         self.submit_task(job);
         Ok(json!({}))
+    }
+
+    /// `initialize` made the process a handshake session for good: the tasks 2026-07-28
+    /// requests made are stopped and forgotten. No 2026-07-28 request is served from now on,
+    /// so nobody could poll them (`tasks/get` of the extension) or bring their inputs
+    /// (`tasks/update`) again, and they are not the session's to show: its `tasks/list`
+    /// lists the requestor's own tasks (2025-11-25, tasks, "Task Isolation and Access
+    /// Control"), and its client would wait in `tasks/result` for one parked on inputs that
+    /// can never come. Their work is cancelled as by `tasks/cancel` (a command it runs ends
+    /// with its process group).
+    pub(super) fn forget_modern_tasks(&mut self) {
+        self.tasks.forget(|task| task.modern);
     }
 
     /// Drops the `tasks/result` waiter of a request the client cancelled.
