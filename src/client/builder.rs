@@ -350,10 +350,10 @@ impl ClientBuilder {
     /// [`Client`]) and performs its handshake.
     ///
     /// # Errors
-    /// [`Error::Spawn`] when the command cannot start; for the handshake, [`Error::Timeout`],
-    /// [`Error::ServerExited`], [`Error::Rpc`], or [`Error::Protocol`] (an unsupported
-    /// protocol version, or a modern server with no version in common). The server is shut
-    /// down before the error is returned.
+    /// [`Error::Spawn`] when the command cannot start; for the handshake, [`Error::Timeout`]
+    /// (with the server's stderr tail), [`Error::ServerExited`], [`Error::Rpc`], or
+    /// [`Error::Protocol`] (an unsupported protocol version, or a modern server with no
+    /// version in common). The server is shut down before the error is returned.
     pub fn spawn(self) -> Result<Client, Error> {
         Client::start(self)
     }

@@ -220,7 +220,15 @@ impl Client {
                     id,
                     method,
                     elapsed,
-                } => self.ended(waiting, &id, Err(Error::Timeout { method, elapsed })),
+                } => self.ended(
+                    waiting,
+                    &id,
+                    Err(Error::Timeout {
+                        method,
+                        elapsed,
+                        stderr_tail: None,
+                    }),
+                ),
                 Event::Unreadable { id, reason, line } => {
                     self.ended(waiting, &id, Err(unreadable(reason, line)));
                 }
