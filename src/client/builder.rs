@@ -322,7 +322,9 @@ impl ClientBuilder {
 
     /// Whether lines from the server that are not valid messages are described on stderr
     /// (rate-limited; on by default). They are counted in [`ClientStats`](crate::ClientStats)
-    /// either way, and never answered.
+    /// either way, and never answered. The client's other notices on stderr (a full
+    /// notification queue, a server request MCP 2026-07-28 does not allow) follow this
+    /// setting too.
     pub fn log_bad_lines(mut self, log: bool) -> ClientBuilder {
         self.settings.log_bad_lines = log;
         self
