@@ -257,6 +257,14 @@ impl Diagnostics {
             self.suppressed += 1;
         }
     }
+
+    /// Says something on stderr once, outside the bad-input quota (the caller makes sure it is
+    /// rare): a flood of bad lines must not hide it, nor be summarised as including it.
+    pub(crate) fn notice(&self, text: &str) {
+        if self.enabled {
+            line(&format!("mcpipe: {text}"));
+        }
+    }
 }
 
 /// The start of a line, made printable, for a diagnostic.

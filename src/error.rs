@@ -83,6 +83,12 @@ pub enum Error {
         method: String,
         /// How long the client waited.
         elapsed: Duration,
+        /// When a client's connection step (`initialize`, or a `server/discover` that had to
+        /// succeed) timed out: the last lines the server wrote on stderr meanwhile (at most
+        /// 64 KiB), often the reason it never answered ("missing API key"). The client shuts
+        /// such a server down, so this is the one place left to read them. `None` for every
+        /// other timeout ([`Client::stderr_tail`](crate::Client::stderr_tail) has them).
+        stderr_tail: Option<String>,
     },
     /// The server exited, or closed its stdout, while the client needed it. Every request
     /// waiting at that moment fails at once with this error.
@@ -187,6 +193,17 @@ fn tail_of(text: &str, max: usize) -> &str {
     &text[start..]
 }
 
+/// The end of a server's stderr tail, as the end of an error's sentence.
+fn write_stderr_tail(f: &mut fmt::Formatter<'_>, stderr_tail: &str) -> fmt::Result {
+    let tail = stderr_tail.trim_end();
+    if tail.is_empty() {
+        write!(f, "; its stderr was empty")
+    } else {
+        // The whole tail is in the field; a sentence shows its end.
+        write!(f, "; its stderr ended with: {}", tail_of(tail, 1000))
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -200,11 +217,21 @@ impl fmt::Display for Error {
             Error::Spawn { program, source } => {
                 write!(f, "could not run {program:?}: {source}")
             }
-            Error::Timeout { method, elapsed } => write!(
-                f,
-                "the peer did not answer {method} within {:.3} s",
-                elapsed.as_secs_f64()
-            ),
+            Error::Timeout {
+                method,
+                elapsed,
+                stderr_tail,
+            } => {
+                write!(
+                    f,
+                    "the peer did not answer {method} within {:.3} s",
+                    elapsed.as_secs_f64()
+                )?;
+                match stderr_tail {
+                    Some(tail) => write_stderr_tail(f, tail),
+                    None => Ok(()),
+                }
+            }
             Error::ServerExited {
                 status,
                 stderr_tail,
@@ -213,13 +240,7 @@ impl fmt::Display for Error {
                     Some(status) => write!(f, "the server exited ({status})")?,
                     None => write!(f, "the server closed its stdout")?,
                 }
-                let tail = stderr_tail.trim_end();
-                if tail.is_empty() {
-                    write!(f, "; its stderr was empty")
-                } else {
-                    // The whole tail is in the field; a sentence shows its end.
-                    write!(f, "; its stderr ended with: {}", tail_of(tail, 1000))
-                }
+                write_stderr_tail(f, stderr_tail)
             }
             Error::Unresponsive { silence } => write!(
                 f,

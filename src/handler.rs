@@ -365,6 +365,7 @@ impl<'a> Context<'a> {
                 break Err(Error::Timeout {
                     method: method.to_owned(),
                     elapsed: started.elapsed(),
+                    stderr_tail: None,
                 });
             }
             if let Err(e) = self.conn.wait_until(deadline) {

@@ -251,6 +251,7 @@ impl Outbox {
                 return Err(Error::Timeout {
                     method: method.to_owned(),
                     elapsed: started.elapsed(),
+                    stderr_tail: None,
                 });
             }
             match answer.recv_timeout((deadline - now).min(tick)) {

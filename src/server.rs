@@ -139,7 +139,9 @@ impl Server {
     }
 
     /// Whether SIGTERM, SIGINT and SIGHUP end the loop gracefully (the default). Embedders that
-    /// own signal handling turn this off.
+    /// own signal handling turn this off. The loop installs its handlers while it serves and
+    /// puts back what it found when the last loop ends, except for a signal whose handler the
+    /// embedder replaced meanwhile: that one stays.
     pub fn handle_signals(mut self, handle: bool) -> Server {
         self.handle_signals = handle;
         self

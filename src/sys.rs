@@ -440,6 +440,29 @@ fn restore(signo: libc::c_int, old: &libc::sigaction) {
     unsafe { libc::sigaction(signo, old, std::ptr::null_mut()) };
 }
 
+/// The handler now installed for `signo` (or `SIG_DFL` / `SIG_IGN`).
+fn current_handler(signo: libc::c_int) -> io::Result<libc::sighandler_t> {
+    // SAFETY: a zeroed sigaction is a valid value for sigaction to overwrite.
+    let mut now: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: a null new action only reads the current one into `now`, a valid sigaction.
+    cvt(unsafe { libc::sigaction(signo, std::ptr::null(), &mut now) })?;
+    Ok(now.sa_sigaction)
+}
+
+/// Puts `old` back for `signo` only if `ours` is still installed: a disposition the embedding
+/// program set meanwhile is its choice, and stays. (It could still change between the look and
+/// the restore; the signal API offers no compare-and-swap.)
+fn restore_if_ours(signo: libc::c_int, ours: libc::sighandler_t, old: &libc::sigaction) {
+    if current_handler(signo).is_ok_and(|now| now == ours) {
+        restore(signo, old);
+    }
+}
+
+/// The address of the shutdown handler, as sigaction stores it.
+fn shutdown_handler() -> libc::sighandler_t {
+    on_shutdown_signal as extern "C" fn(libc::c_int) as usize as libc::sighandler_t
+}
+
 fn lock_state() -> std::sync::MutexGuard<'static, SignalState> {
     // The state stays consistent even if a holder panicked: every update is a single step.
     SIGNAL_STATE.lock().unwrap_or_else(|e| e.into_inner())
@@ -447,7 +470,8 @@ fn lock_state() -> std::sync::MutexGuard<'static, SignalState> {
 
 /// A subscription to SIGTERM, SIGINT and SIGHUP: while it lives, each of those signals writes its
 /// number to the given pipe instead of ending the process. The process's previous handlers come
-/// back when the last subscription is dropped.
+/// back when the last subscription is dropped, except where the embedding program installed
+/// its own meanwhile (that one stays).
 #[derive(Debug)]
 pub(crate) struct SignalSubscription {
     slot: usize,
@@ -465,10 +489,7 @@ impl SignalSubscription {
         if state.subscribers == 0 {
             let mut previous = Vec::new();
             for signo in SHUTDOWN_SIGNALS {
-                match install(
-                    signo,
-                    on_shutdown_signal as extern "C" fn(libc::c_int) as usize as libc::sighandler_t,
-                ) {
+                match install(signo, shutdown_handler()) {
                     Ok(old) => previous.push((signo, old)),
                     Err(e) => {
                         for (signo, old) in &previous {
@@ -493,14 +514,15 @@ impl Drop for SignalSubscription {
         state.subscribers -= 1;
         if state.subscribers == 0 {
             for (signo, old) in std::mem::take(&mut state.previous) {
-                restore(signo, &old);
+                restore_if_ours(signo, shutdown_handler(), &old);
             }
         }
     }
 }
 
 /// While it lives, SIGPIPE is ignored, so a write to a closed pipe fails with EPIPE instead of
-/// killing the process. The previous disposition comes back when the last guard is dropped.
+/// killing the process. The previous disposition comes back when the last guard is dropped,
+/// unless the embedding program set its own meanwhile (that one stays).
 #[derive(Debug)]
 pub(crate) struct SigpipeIgnored(());
 
@@ -522,7 +544,7 @@ impl Drop for SigpipeIgnored {
         state.sigpipe_users -= 1;
         if state.sigpipe_users == 0 {
             if let Some(old) = state.previous_sigpipe.take() {
-                restore(libc::SIGPIPE, &old);
+                restore_if_ours(libc::SIGPIPE, libc::SIG_IGN, &old);
             }
         }
     }
@@ -647,6 +669,9 @@ pub(crate) fn kill_child_with_parent(command: &mut std::process::Command) {
         let _ = command;
     }
 }
+
+#[cfg(test)]
+mod signals_tests;
 
 #[cfg(test)]
 mod tests {

@@ -176,8 +176,13 @@ fn each_call_has_its_own_deadline_and_a_late_answer_is_dropped() {
         let outcome = doomed.wait();
         let waited = started.elapsed();
         match outcome {
-            Err(Error::Timeout { method, elapsed }) => {
+            Err(Error::Timeout {
+                method,
+                elapsed,
+                stderr_tail,
+            }) => {
                 assert_eq!(method, "tools/call");
+                assert_eq!(stderr_tail, None, "only a connection step's timeout has it");
                 assert!(elapsed >= Duration::from_millis(200), "{elapsed:?}");
             }
             other => panic!("expected a timeout, got {other:?}"),

@@ -2,8 +2,9 @@
 
 mod util;
 
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use mcpipe::{Error, ErrorCode, RequestOptions};
 use serde_json::{json, Value};
@@ -179,6 +180,82 @@ fn notifications_are_queued_in_order() {
             .unwrap()
             .is_none());
     });
+}
+
+const FULL_QUEUE: &str = "MCPIPE_TEST_FULL_NOTIFICATION_QUEUE";
+const QUEUE_FULL_NOTICE: &str = "mcpipe: the server's notifications are not being taken and \
+                                 the queue is full (10000 waiting)";
+
+#[test]
+fn a_full_notification_queue_is_said_once_on_stderr() {
+    if std::env::var_os(FULL_QUEUE).is_some() {
+        // Its own watchdog: the outer one cannot end this process.
+        return watchdog(Duration::from_secs(100), overflow_both_queues);
+    }
+    watchdog(Duration::from_secs(120), || {
+        // The notice goes to this process's stderr, shared with every other test: the test
+        // runs again, alone, in a child process whose stderr it reads.
+        let out = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "a_full_notification_queue_is_said_once_on_stderr",
+                "--exact",
+            ])
+            .args(["--nocapture", "--test-threads", "1"])
+            .env(FULL_QUEUE, "1")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "the run alone failed:\n{stdout}{stderr}"
+        );
+        assert!(stdout.contains("1 passed"), "{stdout}");
+        let (plain, shared) = stderr
+            .split_once("-- the shared client --")
+            .unwrap_or_else(|| panic!("no marker in the child's stderr:\n{stderr}"));
+        for (kind, said) in [("Client", plain), ("SharedClient", shared)] {
+            assert_eq!(
+                said.matches(QUEUE_FULL_NOTICE).count(),
+                1,
+                "{kind}: the first dropped notification is said once on stderr:\n{stderr}"
+            );
+        }
+    });
+}
+
+/// Both clients, their queues overflowed twice: 30 notifications dropped, then 20 more.
+fn overflow_both_queues() {
+    let mut client = fixture("good_server.py")
+        .log_bad_lines(true)
+        .spawn()
+        .unwrap();
+    client
+        .call_tool("notify", json!({"count": 10_030}))
+        .unwrap();
+    assert_eq!(client.stats().notifications_dropped, 30);
+    client.call_tool("notify", json!({"count": 20})).unwrap();
+    assert_eq!(client.stats().notifications_dropped, 50);
+    assert_eq!(client.take_notifications().len(), 10_000);
+    client.close();
+    mcpipe::stderr_line("-- the shared client --");
+    let client = fixture("good_server.py")
+        .log_bad_lines(true)
+        .spawn_shared()
+        .unwrap();
+    for (count, dropped) in [(10_030, 30), (20, 50)] {
+        client
+            .call_tool("notify", json!({ "count": count }))
+            .unwrap();
+        // The IO thread publishes the queue after it routes the answer.
+        let end = Instant::now() + Duration::from_secs(20);
+        while client.stats().notifications_dropped < dropped && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(client.stats().notifications_dropped, dropped);
+    }
+    client.close();
 }
 
 #[test]

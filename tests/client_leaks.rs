@@ -5,6 +5,8 @@ mod util;
 
 use std::time::Duration;
 
+use mcpipe::{Error, RequestOptions};
+use serde_json::json;
 use util::client::{fixture, watchdog};
 
 fn count(dir: &str) -> usize {
@@ -43,23 +45,24 @@ fn no_fd_thread_or_child_outlives_a_client() {
                 .unwrap();
             client.ping().unwrap();
             pids.push(client.pid().unwrap());
-            let params = serde_json::json!({"name": "sleep", "arguments": {"ms": 10_000}});
+            let params = json!({"name": "sleep", "arguments": {"ms": 10_000}});
             let call = client
-                .start("tools/call", Some(params), &mcpipe::RequestOptions::new())
+                .start("tools/call", Some(params), &RequestOptions::new())
                 .unwrap();
             match i % 3 {
                 0 => drop(call),
                 1 => {
                     client.close();
-                    assert!(matches!(call.wait(), Err(mcpipe::Error::Closed)));
+                    assert!(matches!(call.wait(), Err(Error::Closed)));
                 }
                 _ => {
                     let waiter = std::thread::spawn(move || call.wait());
                     drop(client);
-                    assert!(matches!(waiter.join().unwrap(), Err(mcpipe::Error::Closed)));
+                    assert!(matches!(waiter.join().unwrap(), Err(Error::Closed)));
                 }
             }
         }
+        closed_shared_clients_let_go_at_once(fds, &mut pids);
         for i in 0..10 {
             let _ = std::fs::remove_file(
                 std::env::temp_dir().join(format!("mcpipe-leak-{}-{i}", std::process::id())),
@@ -80,4 +83,48 @@ fn no_fd_thread_or_child_outlives_a_client() {
             assert!(children.trim().is_empty(), "children left: {children}");
         }
     });
+}
+
+/// A shared client closed while handles, a call and its canceller are still held (closed by
+/// `close`, or by dropping the last handle) has let go of its fds (the IO thread's waker among
+/// them) by the time the close returns; what is held then fails cleanly.
+fn closed_shared_clients_let_go_at_once(fds: usize, pids: &mut Vec<u32>) {
+    let sleep = || json!({"name": "sleep", "arguments": {"ms": 10_000}});
+    for by_drop in [false, true] {
+        let client = fixture("good_server.py")
+            .close_timeouts(Duration::from_millis(500), Duration::from_millis(500))
+            .spawn_shared()
+            .unwrap();
+        pids.push(client.pid().unwrap());
+        let call = client
+            .start("tools/call", Some(sleep()), &RequestOptions::new())
+            .unwrap();
+        let canceller = call.canceller();
+        let weak = client.downgrade();
+        let held = if by_drop {
+            drop(client);
+            Vec::new()
+        } else {
+            let clone = client.clone();
+            client.close();
+            vec![client, clone]
+        };
+        assert_eq!(
+            count("/proc/self/fd"),
+            fds,
+            "fds still open after the close (by drop: {by_drop})"
+        );
+        assert!(matches!(call.wait(), Err(Error::Closed)));
+        canceller.cancel();
+        for other in &held {
+            assert!(matches!(other.ping(), Err(Error::Closed)));
+            let again = other.start("tools/call", Some(sleep()), &RequestOptions::new());
+            assert!(matches!(again, Err(Error::Closed)));
+            assert!(other.next_notification(Duration::from_millis(10)).is_none());
+            other.close();
+        }
+        assert_eq!(weak.upgrade().is_some(), !by_drop);
+        drop(held);
+        assert_eq!(count("/proc/self/fd"), fds);
+    }
 }

@@ -31,8 +31,16 @@ fn timeout_sends_cancellation_and_the_server_stops() {
             .unwrap_err();
         let waited = started.elapsed();
         match &err {
-            Error::Timeout { method, elapsed } => {
+            Error::Timeout {
+                method,
+                elapsed,
+                stderr_tail,
+            } => {
                 assert_eq!(method, "tools/call");
+                assert_eq!(
+                    *stderr_tail, None,
+                    "only a connection step's timeout has it"
+                );
                 assert!(*elapsed >= Duration::from_millis(300), "{elapsed:?}");
             }
             other => panic!("expected a timeout, got {other}"),
@@ -161,6 +169,49 @@ fn the_handshake_has_a_deadline() {
             "{:?}",
             started.elapsed()
         );
+    });
+}
+
+#[test]
+fn a_handshake_timeout_shows_what_the_server_said_on_stderr() {
+    watchdog(LIMIT, || {
+        // A server that says why it cannot serve, then waits (and its stderr ends without a
+        // newline). One that says nothing is told apart from one whose stderr went unread.
+        let said = ["--stderr", "error: missing API key"];
+        for (args, shared) in [(&said[..], false), (&said[..], true), (&[][..], false)] {
+            let builder = fixture("never_answers.py")
+                .args(args)
+                .init_timeout(Duration::from_millis(500));
+            let err = if shared {
+                builder.spawn_shared().map(drop).unwrap_err()
+            } else {
+                builder.spawn().map(drop).unwrap_err()
+            };
+            let Error::Timeout {
+                method,
+                stderr_tail,
+                ..
+            } = &err
+            else {
+                panic!("expected a timeout, got {err}");
+            };
+            assert_eq!(method, "initialize");
+            let text = err.to_string();
+            assert!(
+                text.starts_with("the peer did not answer initialize within 0.5"),
+                "{text}"
+            );
+            if args.is_empty() {
+                assert_eq!(stderr_tail.as_deref(), Some(""));
+                assert!(text.ends_with("; its stderr was empty"), "{text}");
+            } else {
+                assert_eq!(stderr_tail.as_deref(), Some("error: missing API key"));
+                assert!(
+                    text.ends_with("; its stderr ended with: error: missing API key"),
+                    "{text}"
+                );
+            }
+        }
     });
 }
 

@@ -322,7 +322,9 @@ impl ClientBuilder {
 
     /// Whether lines from the server that are not valid messages are described on stderr
     /// (rate-limited; on by default). They are counted in [`ClientStats`](crate::ClientStats)
-    /// either way, and never answered.
+    /// either way, and never answered. The client's other notices on stderr (a full
+    /// notification queue, a server request MCP 2026-07-28 does not allow) follow this
+    /// setting too.
     pub fn log_bad_lines(mut self, log: bool) -> ClientBuilder {
         self.settings.log_bad_lines = log;
         self
@@ -350,10 +352,10 @@ impl ClientBuilder {
     /// [`Client`]) and performs its handshake.
     ///
     /// # Errors
-    /// [`Error::Spawn`] when the command cannot start; for the handshake, [`Error::Timeout`],
-    /// [`Error::ServerExited`], [`Error::Rpc`], or [`Error::Protocol`] (an unsupported
-    /// protocol version, or a modern server with no version in common). The server is shut
-    /// down before the error is returned.
+    /// [`Error::Spawn`] when the command cannot start; for the handshake, [`Error::Timeout`]
+    /// (with the server's stderr tail), [`Error::ServerExited`], [`Error::Rpc`], or
+    /// [`Error::Protocol`] (an unsupported protocol version, or a modern server with no
+    /// version in common). The server is shut down before the error is returned.
     pub fn spawn(self) -> Result<Client, Error> {
         Client::start(self)
     }

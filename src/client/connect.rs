@@ -46,8 +46,40 @@ impl Client {
                     self.flush_outbox();
                     return Ok(());
                 }
-                Step::Failed(error) => return Err(error),
+                Step::Failed(error) => return Err(self.with_stderr_tail(error)),
             }
+        }
+    }
+
+    /// A connection step that timed out carries what the server wrote on stderr meanwhile (a
+    /// server that says "missing API key" and waits): the client shuts it down next, so
+    /// nobody could ask for it later. Other failures are returned as they are.
+    fn with_stderr_tail(&mut self, error: Error) -> Error {
+        let (method, elapsed) = match error {
+            Error::Timeout {
+                method,
+                elapsed,
+                stderr_tail: None,
+            } => (method, elapsed),
+            other => return other,
+        };
+        let Client {
+            process, on_stderr, ..
+        } = self;
+        let stderr_tail = process.as_mut().map(|process| {
+            // What came since the last read, its readiness event not collected yet.
+            process.assume_readable();
+            process.read_available(&mut |line: &[u8]| {
+                if let Some(callback) = on_stderr {
+                    callback(line);
+                }
+            });
+            process.stderr_tail()
+        });
+        Error::Timeout {
+            method,
+            elapsed,
+            stderr_tail: Some(stderr_tail.unwrap_or_default()),
         }
     }
 }

@@ -245,6 +245,7 @@ mod tests {
         Error::Timeout {
             method: String::from("m"),
             elapsed: Duration::ZERO,
+            stderr_tail: None,
         }
     }
 

@@ -133,7 +133,14 @@ impl Bench {
                     id,
                     method,
                     elapsed,
-                } => (id, Err(Error::Timeout { method, elapsed })),
+                } => (
+                    id,
+                    Err(Error::Timeout {
+                        method,
+                        elapsed,
+                        stderr_tail: None,
+                    }),
+                ),
                 _ => continue,
             };
             if let Some(step) = self

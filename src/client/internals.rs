@@ -431,7 +431,16 @@ impl Oracle {
                     elapsed,
                 } => {
                     self.ended(&id, "timed out");
-                    self.route_to_step(session, &id, Err(Error::Timeout { method, elapsed }), now);
+                    self.route_to_step(
+                        session,
+                        &id,
+                        Err(Error::Timeout {
+                            method,
+                            elapsed,
+                            stderr_tail: None,
+                        }),
+                        now,
+                    );
                 }
                 Event::Progress { id, .. } => {
                     assert!(self.order.contains(&id), "progress for unknown {id:?}");

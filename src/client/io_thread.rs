@@ -236,15 +236,18 @@ impl Client {
     /// Publishes counters and queued notifications to the handles.
     pub(super) fn publish(&mut self, link: &Link) {
         if !self.notifications.is_empty() {
+            let mut dropped = 0;
             let mut queue = lock(&link.0.notifications);
             for notification in self.notifications.drain(..) {
                 if queue.len() >= self.settings.max_queued_notifications {
                     queue.pop_front();
-                    self.session.stats_mut().notifications_dropped += 1;
+                    dropped += 1;
                 }
                 queue.push_back(notification);
             }
             link.0.notified.notify_all();
+            drop(queue);
+            self.notifications_dropped(dropped);
         }
         let mut view = link.view();
         if view.stats != *self.session.stats() {

@@ -126,7 +126,8 @@ pub(super) struct View {
 #[derive(Debug)]
 pub(super) struct LinkState {
     pub(super) commands: Sender<Command>,
-    /// Wakes the IO thread's poll; replaced when the server is restarted.
+    /// Wakes the IO thread's poll; replaced when the server is restarted, `None` once the
+    /// thread has ended.
     pub(super) waker: Mutex<Option<Arc<Waker>>>,
     pub(super) view: Mutex<View>,
     pub(super) notifications: Mutex<VecDeque<Notification>>,
@@ -177,8 +178,12 @@ impl Link {
         lock(&self.0.view)
     }
 
-    /// The IO thread ends: records how, and wakes whoever waits for a notification.
+    /// The IO thread ends: records how, lets go of the waker (its fd, and on kqueue systems
+    /// the poll's, would otherwise stay open for as long as any handle or call does), and
+    /// wakes whoever waits for a notification. A command sent later fails with
+    /// [`Error::Closed`]: the thread's end of the channel is gone.
     pub(super) fn end(&self, ended: Ended) {
+        *lock(&self.0.waker) = None;
         *lock(&self.0.ended) = Some(ended);
         let _queue = lock(&self.0.notifications);
         self.0.notified.notify_all();

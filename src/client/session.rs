@@ -46,7 +46,9 @@ pub struct ClientStats {
     pub server_pings: u64,
     /// Notifications the server sent, progress included.
     pub notifications: u64,
-    /// Notifications dropped because the queue was full.
+    /// Notifications dropped, oldest first, because the queue was full (10,000 waiting). The
+    /// first drop is also said once on stderr (unless
+    /// [`log_bad_lines`](crate::ClientBuilder::log_bad_lines) is off).
     pub notifications_dropped: u64,
     /// Heartbeat pings sent.
     pub heartbeats: u64,

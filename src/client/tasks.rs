@@ -263,6 +263,7 @@ impl<T: Tasks + ?Sized> Exchange for Bounded<'_, T> {
                 return Err(Error::Timeout {
                     method: method.to_owned(),
                     elapsed: Duration::ZERO,
+                    stderr_tail: None,
                 });
             }
             options.max_total = Some(options.max_total.map_or(left, |max| max.min(left)));
@@ -345,6 +346,7 @@ pub(super) fn call_as_task<T: Tasks + ?Sized>(
                 options.deadline.as_secs_f64()
             ),
             elapsed: started.elapsed(),
+            stderr_tail: None,
         }
     };
     let task = match start(&mut call, name, arguments, options.ttl) {
@@ -401,6 +403,7 @@ fn follow<T: Tasks + ?Sized>(
             return Err(Stop::Running(Error::Timeout {
                 method: String::from("tasks/get"),
                 elapsed: Duration::ZERO,
+                stderr_tail: None,
             }));
         }
         let server = poll_interval(&task);

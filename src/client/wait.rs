@@ -220,7 +220,15 @@ impl Client {
                     id,
                     method,
                     elapsed,
-                } => self.ended(waiting, &id, Err(Error::Timeout { method, elapsed })),
+                } => self.ended(
+                    waiting,
+                    &id,
+                    Err(Error::Timeout {
+                        method,
+                        elapsed,
+                        stderr_tail: None,
+                    }),
+                ),
                 Event::Unreadable { id, reason, line } => {
                     self.ended(waiting, &id, Err(unreadable(reason, line)));
                 }
@@ -243,7 +251,7 @@ impl Client {
                     }
                     if self.notifications.len() >= self.settings.max_queued_notifications {
                         self.notifications.pop_front();
-                        self.session.stats_mut().notifications_dropped += 1;
+                        self.notifications_dropped(1);
                     }
                     self.notifications.push_back(notification);
                 }
@@ -259,6 +267,23 @@ impl Client {
                 }
                 Event::Report(text) => self.diagnostics.report(|| text),
             }
+        }
+    }
+
+    /// `count` notifications were dropped from the full queue (oldest first): counted, and the
+    /// first drop is said on stderr, once per client, so that nobody has to poll the stats to
+    /// learn that the queue overflows (every drop would flood stderr).
+    pub(super) fn notifications_dropped(&mut self, count: u64) {
+        let stats = self.session.stats_mut();
+        let first = stats.notifications_dropped == 0 && count > 0;
+        stats.notifications_dropped += count;
+        if first {
+            self.diagnostics.notice(&format!(
+                "the server's notifications are not being taken and the queue is full ({} \
+                 waiting): the oldest are dropped from now on, counted in \
+                 ClientStats::notifications_dropped (said once)",
+                self.settings.max_queued_notifications
+            ));
         }
     }
 
