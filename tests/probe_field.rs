@@ -361,3 +361,30 @@ fn tool_names_against_the_naming_advice_are_a_should_finding() {
         assert_eq!(code, 1, "--strict fails on a SHOULD: {report:#}");
     });
 }
+
+/// Field review: the cancellation check passed a server that answered the cancelled call with
+/// lines the client cannot read (here a pretty-printed answer): it counted only late answers
+/// and late progress. Such lines break the stdio transport's MUST (nothing but MCP messages
+/// on stdout), which outweighs the cancellation's SHOULD: a failure.
+#[test]
+fn lines_that_cannot_be_read_after_a_cancellation_fail_the_cancellation_check() {
+    watchdog(Duration::from_secs(60), || {
+        let (report, code, _) = probe_json_with(
+            &[],
+            "odd_tools.py",
+            &["late-garbage"],
+            Some("handshake,cancellation"),
+        );
+        let cancellation = check(&report, "cancellation");
+        assert_eq!(cancellation["status"], "FAIL", "{report:#}");
+        assert_eq!(cancellation["level"], "MUST", "{report:#}");
+        let rule = cancellation["rule"].as_str().unwrap();
+        assert!(rule.contains("MUST NOT write non-MCP data to stdout"), "{rule}");
+        let detail = detail_of(&report, "cancellation");
+        assert!(
+            detail.contains("lines written after the cancellation of sleep could not be read"),
+            "{detail}"
+        );
+        assert_eq!(code, 1, "{report:#}");
+    });
+}
