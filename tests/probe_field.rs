@@ -388,3 +388,51 @@ fn lines_that_cannot_be_read_after_a_cancellation_fail_the_cancellation_check() 
         assert_eq!(code, 1, "{report:#}");
     });
 }
+
+/// Field review: a row's detail is cut at 200 characters (on one line) in the table, the
+/// annotations, JUnit and the JSON report alike, so a long error message from the server
+/// (a traceback) was lost everywhere past its first lines. The JSON report keeps the whole
+/// text, as the check found it, in `full_detail`.
+#[test]
+fn the_json_report_keeps_the_whole_detail_of_a_row_cut_at_200_characters() {
+    watchdog(Duration::from_secs(60), || {
+        let (report, code, _) = probe_json_with(
+            &[],
+            "field_hazards.py",
+            &["long-error"],
+            Some("handshake,unknown-method"),
+        );
+        assert_eq!(code, 0, "{report:#}");
+        let row = check(&report, "unknown-method");
+        assert_eq!(row["status"], "PASS", "{report:#}");
+        let detail = row["detail"].as_str().unwrap();
+        assert_eq!(detail.chars().count(), 200, "{detail}");
+        assert!(
+            detail.starts_with("answered -32601 (method not found: mcpipe/no-such-method | Traceback"),
+            "{detail}"
+        );
+        assert!(detail.ends_with("..."), "{detail}");
+        let full = row["full_detail"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no full_detail: {row:#}"));
+        let traceback: String = (0..8)
+            .map(|i| {
+                format!(
+                    "  File \"server.py\", line {}, in handle_{i}\n    return table[method]\n",
+                    100 + i
+                )
+            })
+            .collect();
+        assert_eq!(
+            full,
+            format!(
+                "answered -32601 (method not found: mcpipe/no-such-method\n\
+                 Traceback (most recent call last):\n{traceback}\
+                 KeyError: 'mcpipe/no-such-method' (the end of the message))"
+            )
+        );
+        // A detail short enough is the same in both.
+        let handshake = check(&report, "handshake");
+        assert_eq!(handshake["full_detail"], handshake["detail"], "{report:#}");
+    });
+}
