@@ -379,7 +379,10 @@ fn lines_that_cannot_be_read_after_a_cancellation_fail_the_cancellation_check() 
         assert_eq!(cancellation["status"], "FAIL", "{report:#}");
         assert_eq!(cancellation["level"], "MUST", "{report:#}");
         let rule = cancellation["rule"].as_str().unwrap();
-        assert!(rule.contains("MUST NOT write non-MCP data to stdout"), "{rule}");
+        assert!(
+            rule.contains("MUST NOT write non-MCP data to stdout"),
+            "{rule}"
+        );
         let detail = detail_of(&report, "cancellation");
         assert!(
             detail.contains("lines written after the cancellation of sleep could not be read"),
@@ -408,7 +411,9 @@ fn the_json_report_keeps_the_whole_detail_of_a_row_cut_at_200_characters() {
         let detail = row["detail"].as_str().unwrap();
         assert_eq!(detail.chars().count(), 200, "{detail}");
         assert!(
-            detail.starts_with("answered -32601 (method not found: mcpipe/no-such-method | Traceback"),
+            detail.starts_with(
+                "answered -32601 (method not found: mcpipe/no-such-method | Traceback"
+            ),
             "{detail}"
         );
         assert!(detail.ends_with("..."), "{detail}");

@@ -68,7 +68,11 @@ fn a_cancelled_request_still_queued_in_the_wrapper_never_reaches_the_server() {
     let got = received_until(&log, Duration::from_secs(10), |m| m["id"] == 2);
     assert!(got.iter().any(|m| m["id"] == 2), "{got:?}");
     // Call 3 goes into the empty pipe (written); 4 and 5 wait for the server to take it.
-    p.write_raw([call(3, "echo"), call(4, "echo"), call(5, "echo")].concat().as_bytes());
+    p.write_raw(
+        [call(3, "echo"), call(4, "echo"), call(5, "echo")]
+            .concat()
+            .as_bytes(),
+    );
     // 4 never left the wrapper: taken back. 3 was written: the server is told.
     p.cancel(4);
     p.cancel(3);

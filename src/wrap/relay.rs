@@ -17,8 +17,8 @@ use super::shared::{is_remembered_list, lock, Pending, Shared, HOLD_BYTES};
 use crate::deadline;
 use crate::diagnostics;
 use crate::error::Outcome;
-use crate::id_map::IdSet;
 use crate::handler::{Context, Handler};
+use crate::id_map::IdSet;
 use crate::message::{ErrorObject, Message, Notification, Request, RequestId, Response};
 
 /// How long the end may wait for the supervisor, beyond the server's own grace.
