@@ -73,6 +73,8 @@ fn a_cancelled_request_still_queued_in_the_wrapper_never_reaches_the_server() {
             .concat()
             .as_bytes(),
     );
+    // Handed to the relay before they are cancelled (else the loop drops them itself).
+    sync(&mut p);
     // 4 never left the wrapper: taken back. 3 was written: the server is told.
     p.cancel(4);
     p.cancel(3);
