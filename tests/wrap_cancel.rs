@@ -1,7 +1,8 @@
 //! `mcpipe wrap` and the client's cancellations: a request whose line still waits in the
 //! wrapper (paced behind a server that holds one, or kept for a restarting server) is taken
 //! out of the queue, and neither it nor its cancellation reaches the server; one whose line
-//! was written is cancelled on the wire. Over pipes, each test under a watchdog.
+//! was written is cancelled on the wire; lines taken back free the client's held input. Over
+//! pipes, each test under a watchdog.
 
 mod util;
 
@@ -28,7 +29,9 @@ fn sync(p: &mut Proc) {
     let until = Instant::now() + Duration::from_secs(10);
     loop {
         let left = until.saturating_duration_since(Instant::now());
-        let msg = p.next_within(left).expect("the wrapper answers a bad line");
+        let msg = p
+            .next_within(left)
+            .expect("the wrapper answers a bad line (it reads the client's input)");
         if msg["error"]["code"] == -32700 {
             return;
         }
@@ -139,6 +142,51 @@ fn a_request_cancelled_while_the_server_restarts_reaches_no_server() {
     let mut ids = answered(&before);
     ids.sort_by_key(|v| v.as_i64());
     assert_eq!(ids, [1, 2], "no answer for the cancelled 3: {before:?}");
+    p.close_stdin();
+    assert_eq!(p.wait_exit(), Some(0));
+    let _ = std::fs::remove_file(&log);
+    let _ = std::fs::remove_file(&go);
+}
+
+#[test]
+fn cancelling_the_queued_requests_frees_the_clients_held_input() {
+    // Behind a server that holds call 2, over 1 MiB of calls waits in the wrapper, which then
+    // takes no more of the client's input (the rest is only read ahead). The client cancels
+    // them: their lines are taken back, the bytes waiting fall, and the wrapper reads on: it
+    // answers a bad line while the server still holds call 2.
+    let _w = watchdog("wrap_cancel_hold", Duration::from_secs(60));
+    let log = pid_file("cancel-hold");
+    let go = log.with_extension("go");
+    let _ = std::fs::remove_file(&go);
+    let mut p = wrapped(&[], "held", log.to_str());
+    burst(&mut p);
+    p.result(0);
+    p.result(1);
+    p.write_raw(call(2, "hold").as_bytes());
+    received_until(&log, Duration::from_secs(10), |m| m["id"] == 2);
+    let text = "x".repeat(64 << 10);
+    let calls: String = (3..30)
+        .map(|id| {
+            json!({"jsonrpc":"2.0","id":id,"method":"tools/call",
+                "params":{"name":"echo","arguments":{"text":text}}})
+            .to_string()
+                + "\n"
+        })
+        .collect();
+    p.write_raw(calls.as_bytes());
+    for id in 4..30 {
+        p.cancel(id);
+    }
+    sync(&mut p);
+    std::fs::write(&go, b"").unwrap();
+    p.write_raw(call(30, "echo").as_bytes());
+    let (before, last) = p.until_response(30);
+    let got = of(&log, "tools/call", "id");
+    assert_eq!(got, [2, 3, 30], "{:?}", received(&log));
+    assert!(last.get("result").is_some(), "{last}");
+    let mut ids = answered(&before);
+    ids.sort_by_key(|v| v.as_i64());
+    assert_eq!(ids, [2, 3], "{before:?}");
     p.close_stdin();
     assert_eq!(p.wait_exit(), Some(0));
     let _ = std::fs::remove_file(&log);
