@@ -1,7 +1,8 @@
 //! A handler that waits on the loop's own thread (sleeps, asks the peer, sends a flood of
 //! notifications) keeps the loop's promises: the end of input stops it after the shutdown
 //! grace, what it sends and what it reads ahead stay bounded, and a cancellation reaches it
-//! from inside a batch. In-process servers over pipes, each test under a watchdog.
+//! from inside a batch, or alone before the loop sleeps. In-process servers over pipes, each
+//! test under a watchdog.
 
 mod util;
 
