@@ -410,6 +410,14 @@ impl Server {
                 }
             }
 
+            if !conn.session.cancelled_owed.is_empty() {
+                // A cancellation read ahead names a request a responder owes: the handler
+                // hears of it now (`take_events`, at the top), not at the next event, which
+                // may be long in coming (a relay would neither tell its silent server nor take
+                // the request's line back meanwhile).
+                continue;
+            }
+
             // THE ONE PLACE THE LOOP SLEEPS. The buffer-before-poll rule: we get here only when
             // (a) no complete line waits in the line buffer or the read-ahead queue (`next_parsed`
             // said `None`) and the kernel has no unread input for us (the last read said

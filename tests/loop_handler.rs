@@ -1,7 +1,8 @@
 //! A handler that waits on the loop's own thread (sleeps, asks the peer, sends a flood of
 //! notifications) keeps the loop's promises: the end of input stops it after the shutdown
 //! grace, what it sends and what it reads ahead stay bounded, and a cancellation reaches it
-//! from inside a batch. In-process servers over pipes, each test under a watchdog.
+//! from inside a batch, or alone before the loop sleeps. In-process servers over pipes, each
+//! test under a watchdog.
 
 mod util;
 
@@ -17,8 +18,10 @@ use util::{line_channel, recv_json, request, watchdog};
 
 /// Methods, all on the loop's thread: `block {ms}` sleeps, `ask` asks the peer `question`
 /// (60 s), `flood {n}` sends `n` notifications of 1 KiB; `later {ms}` answers from a thread
-/// after `ms` (cancellable); anything else is answered at once (`ping` is named so). An error
-/// is answered with its text.
+/// after `ms` (cancellable); `owe {ms}` answers from a thread after `ms`, deaf to
+/// cancellation (as a relay's server is to the loop); anything else is answered at once (`ping` is named so). An error
+/// is answered with its text. The cancellation of an owed request of id 100 or more is told
+/// to the peer (`test/cancelled`), so that a test sees when the handler heard of it.
 struct OnTheLoop;
 
 impl Handler for OnTheLoop {
@@ -55,12 +58,27 @@ impl Handler for OnTheLoop {
                 });
                 Ok(Value::Null)
             }
+            "owe" => {
+                let ms = params["ms"].as_u64().unwrap_or(0);
+                let responder = cx.responder().expect("a request has a responder");
+                thread::spawn(move || {
+                    thread::sleep(Duration::from_millis(ms));
+                    responder.respond(Ok(json!({ "owed": ms })));
+                });
+                Ok(Value::Null)
+            }
             other => Ok(json!({ "now": other })),
         }
     }
 
     fn cancel_method(&self) -> Option<&str> {
         Some("cancel")
+    }
+
+    fn handle_cancelled(&mut self, request: mcpipe::RequestId, cx: &mut Context<'_>) {
+        if request.as_i64().is_some_and(|id| id >= 100) {
+            let _ = cx.notify("test/cancelled", Some(json!({ "id": request.to_value() })));
+        }
     }
 
     fn methods_answered_at_once(&self) -> &'static [&'static str] {
@@ -291,6 +309,37 @@ fn a_cancellation_inside_a_batch_reaches_work_on_a_thread_and_on_the_loop() {
     );
     s.send(&request(6, "ping", json!({})));
     assert_eq!(recv_json(&out)["id"], 6);
+    s.close_input();
+    s.ended_within(Duration::from_secs(10));
+}
+
+#[test]
+fn a_lone_cancellation_of_an_owed_request_reaches_the_handler_before_the_loop_sleeps() {
+    // A cancellation read ahead (the loop looks for cancellations first) was recorded for the
+    // handler, and the loop could sleep with it: the handler heard of it at the next event
+    // only, here the answer 3 s later (a relay neither told its silent server nor took the
+    // request's line back meanwhile). Whether the loop slept on it depended on how the
+    // reads fell, so several rounds.
+    let _w = watchdog("loop_lone_cancel", Duration::from_secs(60));
+    let mut s = start(server().shutdown_grace(Duration::from_millis(100)));
+    let out = s.lines();
+    for round in 0..5 {
+        let (owed, marker) = (100 + 2 * round, 101 + 2 * round);
+        s.send(&request(owed, "owe", json!({ "ms": 3_000 })));
+        // Answered in order after the call started.
+        s.send(&request(marker, "now", json!({})));
+        assert_eq!(recv_json(&out)["id"], marker);
+        let sent = Instant::now();
+        s.send_json(&json!({"jsonrpc":"2.0","method":"cancel","params":{"requestId":owed}}));
+        let heard = recv_json(&out);
+        assert_eq!(heard["method"], "test/cancelled", "round {round}: {heard}");
+        assert_eq!(heard["params"]["id"], owed, "{heard}");
+        assert!(
+            sent.elapsed() < Duration::from_secs(2),
+            "round {round}: heard after {:?}",
+            sent.elapsed()
+        );
+    }
     s.close_input();
     s.ended_within(Duration::from_secs(10));
 }

@@ -414,7 +414,15 @@ fn the_json_report_junit_and_github_annotations_have_their_documented_shape() {
             assert!(report.get(key).is_some(), "{key}: {report:#}");
         }
         for c in report["checks"].as_array().unwrap() {
-            for key in ["name", "status", "level", "rule", "ms", "detail"] {
+            for key in [
+                "name",
+                "status",
+                "level",
+                "rule",
+                "ms",
+                "detail",
+                "full_detail",
+            ] {
                 assert!(c.get(key).is_some(), "{key}: {c}");
             }
         }

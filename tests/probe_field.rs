@@ -361,3 +361,83 @@ fn tool_names_against_the_naming_advice_are_a_should_finding() {
         assert_eq!(code, 1, "--strict fails on a SHOULD: {report:#}");
     });
 }
+
+/// Field review: the cancellation check passed a server that answered the cancelled call with
+/// lines the client cannot read (here a pretty-printed answer): it counted only late answers
+/// and late progress. Such lines break the stdio transport's MUST (nothing but MCP messages
+/// on stdout), which outweighs the cancellation's SHOULD: a failure.
+#[test]
+fn lines_that_cannot_be_read_after_a_cancellation_fail_the_cancellation_check() {
+    watchdog(Duration::from_secs(60), || {
+        let (report, code, _) = probe_json_with(
+            &[],
+            "odd_tools.py",
+            &["late-garbage"],
+            Some("handshake,cancellation"),
+        );
+        let cancellation = check(&report, "cancellation");
+        assert_eq!(cancellation["status"], "FAIL", "{report:#}");
+        assert_eq!(cancellation["level"], "MUST", "{report:#}");
+        let rule = cancellation["rule"].as_str().unwrap();
+        assert!(
+            rule.contains("MUST NOT write non-MCP data to stdout"),
+            "{rule}"
+        );
+        let detail = detail_of(&report, "cancellation");
+        assert!(
+            detail.contains("lines written after the cancellation of sleep could not be read"),
+            "{detail}"
+        );
+        assert_eq!(code, 1, "{report:#}");
+    });
+}
+
+/// Field review: a row's detail is cut at 200 characters (on one line) in the table, the
+/// annotations, JUnit and the JSON report alike, so a long error message from the server
+/// (a traceback) was lost everywhere past its first lines. The JSON report keeps the whole
+/// text, as the check found it, in `full_detail`.
+#[test]
+fn the_json_report_keeps_the_whole_detail_of_a_row_cut_at_200_characters() {
+    watchdog(Duration::from_secs(60), || {
+        let (report, code, _) = probe_json_with(
+            &[],
+            "field_hazards.py",
+            &["long-error"],
+            Some("handshake,unknown-method"),
+        );
+        assert_eq!(code, 0, "{report:#}");
+        let row = check(&report, "unknown-method");
+        assert_eq!(row["status"], "PASS", "{report:#}");
+        let detail = row["detail"].as_str().unwrap();
+        assert_eq!(detail.chars().count(), 200, "{detail}");
+        assert!(
+            detail.starts_with(
+                "answered -32601 (method not found: mcpipe/no-such-method | Traceback"
+            ),
+            "{detail}"
+        );
+        assert!(detail.ends_with("..."), "{detail}");
+        let full = row["full_detail"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no full_detail: {row:#}"));
+        let traceback: String = (0..8)
+            .map(|i| {
+                format!(
+                    "  File \"server.py\", line {}, in handle_{i}\n    return table[method]\n",
+                    100 + i
+                )
+            })
+            .collect();
+        assert_eq!(
+            full,
+            format!(
+                "answered -32601 (method not found: mcpipe/no-such-method\n\
+                 Traceback (most recent call last):\n{traceback}\
+                 KeyError: 'mcpipe/no-such-method' (the end of the message))"
+            )
+        );
+        // A detail short enough is the same in both.
+        let handshake = check(&report, "handshake");
+        assert_eq!(handshake["full_detail"], handshake["detail"], "{report:#}");
+    });
+}

@@ -18,6 +18,7 @@ use crate::deadline;
 use crate::diagnostics;
 use crate::error::Outcome;
 use crate::handler::{Context, Handler};
+use crate::id_map::IdSet;
 use crate::message::{ErrorObject, Message, Notification, Request, RequestId, Response};
 
 /// How long the end may wait for the supervisor, beyond the server's own grace.
@@ -158,16 +159,26 @@ impl Handler for Relay {
 
     fn handle_cancelled(&mut self, request: RequestId, _cx: &mut Context<'_>) {
         // The loop consumed the client's cancellation (and will drop a late answer): the
-        // server is told, and the request is no longer in flight.
-        self.shared
-            .pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&request);
+        // request is no longer in flight. A line still queued is taken back, as at a deadline
+        // (`Queue::withdraw`): the server never saw the request and a cancelled one awaits no
+        // answer, so it gets neither; one begun may run, and the server is told.
+        let sent = ids::sent(&request).into_owned();
+        let (pending, withdrawn) = {
+            // Queue first, as `send` files a request with its line: the line is either still
+            // queued here, or the writer took it.
+            let mut queue = lock(&self.shared.queue);
+            let pending = lock(&self.shared.pending).remove(&request);
+            (pending, queue.withdraw(&IdSet::from_iter([sent.clone()])))
+        };
+        // Its responder, dropped outside the locks (the loop drops its answer).
+        drop(pending);
+        if !withdrawn.is_empty() {
+            return;
+        }
         self.shared.to_server(&Message::Notification(Notification {
             method: "notifications/cancelled".to_owned(),
             params: Some(
-                json!({ "requestId": ids::sent(&request).to_value(), "reason": "cancelled by the client" }),
+                json!({ "requestId": sent.to_value(), "reason": "cancelled by the client" }),
             ),
         }));
     }

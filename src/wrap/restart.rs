@@ -11,7 +11,9 @@
 //!
 //! The same rule holds within one life: a request the wrapper answered itself (at its deadline)
 //! while its line still waited is taken out of the queue ([`Queue::withdraw`]), so that no
-//! server runs what the client was told failed; one begun is cancelled instead.
+//! server runs what the client was told failed; one begun is cancelled instead. So is a
+//! request the client cancelled: no server runs what nobody awaits, and no cancellation goes
+//! for a request the server never saw.
 
 use memchr::memchr;
 

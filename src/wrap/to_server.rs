@@ -292,7 +292,8 @@ enum Take {
     /// Write what was moved into the batch (the ids of a probe, when it is one).
     Write(Option<Vec<RequestId>>),
     /// Wait until the server took what its pipe holds: meanwhile the next line stays in the
-    /// queue, where a request answered at its deadline is still taken back (`Queue::withdraw`).
+    /// queue, where a request answered at its deadline, or cancelled by the client, is still
+    /// taken back (`Queue::withdraw`).
     AwaitPipe,
 }
 

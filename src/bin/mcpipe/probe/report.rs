@@ -54,7 +54,12 @@ pub(crate) struct Row {
     rule: String,
     verdict: Verdict,
     elapsed: Duration,
+    /// The finding on one line, at most 200 characters ([`one_line`]): for the table, the
+    /// annotations and JUnit.
     detail: String,
+    /// The finding as the check wrote it (a server's whole error message, its lines kept):
+    /// the JSON report's `full_detail`, the one place a user can read what the cut left out.
+    full_detail: String,
     items: Vec<Item>,
 }
 
@@ -75,6 +80,7 @@ impl Row {
             verdict,
             elapsed,
             detail: one_line(&outcome.detail),
+            full_detail: outcome.detail,
             items: outcome.items,
         }
     }
@@ -204,6 +210,7 @@ fn json_report(options: &Options, target: &Target, rows: &[Row], elapsed: Durati
                 "rule": row.rule,
                 "ms": millis(row.elapsed),
                 "detail": row.detail,
+                "full_detail": row.full_detail,
             });
             if !row.items.is_empty() {
                 check["tools"] = row

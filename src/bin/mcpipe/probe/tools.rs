@@ -540,11 +540,33 @@ pub(crate) fn cancellation(target: &Target) -> Outcome {
         }
         Err(e) => return failure("tools/call", &e, unread_since(&client, mark)).outcome(),
     }
+    // The client sent the cancellation as the call timed out.
+    let cancelled = client.stats().bad_lines;
     // Past the time the call would have ended, nothing more may arrive for it.
     if let Err(e) = client.pump(target.t(Duration::from_millis(2300))) {
         return broken(format!("the server failed after the cancellation: {e}"));
     }
     let stats = client.stats().clone();
+    let unread = unread_since(&client, cancelled);
+    if unread > 0 {
+        // A late answer the client cannot read (pretty-printed, a log line in its place) is
+        // counted as neither a late answer nor progress, yet it is worse than either: not an
+        // MCP message on stdout breaks the transport's MUST, beside which the cancellation's
+        // SHOULD is the lesser finding.
+        let lines = match unread {
+            1 => String::from("1 line"),
+            n => format!("{n} lines"),
+        };
+        let late = if stats.late_responses > 0 {
+            "; it was also answered anyway"
+        } else {
+            ""
+        };
+        return short(format!(
+            "{lines} written after the cancellation of {name} could not be read (not JSON-RPC messages){late}"
+        ))
+            .by(Level::Must, rules::STDOUT);
+    }
     if stats.late_responses > 0 {
         return short(format!("{name} was answered anyway after its cancellation"));
     }
