@@ -1,7 +1,7 @@
 //! Tasks where the eras meet, against `mcpipe demo` over pipes: a tool that runs only as a task
 //! offered to a handshake client whose revision has no tasks (before 2025-11-25), and a
-//! 2026-07-28 task still running when the client switches the process to the handshake era
-//! with `initialize`. Every wait is bounded (`util::mcp`), and each test has a watchdog.
+//! 2026-07-28 task still running, and an open `subscriptions/listen` stream, when the client
+//! switches the process to the handshake era with `initialize`. Every wait is bounded (`util::mcp`), and each test has a watchdog.
 
 mod util;
 
@@ -178,4 +178,54 @@ fn a_2026_task_says_nothing_to_a_handshake_session_without_tasks() {
             .all(|m| m["method"] != "notifications/tasks/status"),
         "a task notification reached a 2025-06-18 session: {seen:?}"
     );
+}
+
+#[test]
+fn a_listen_stream_ends_when_initialize_makes_the_process_a_handshake_session() {
+    let _w = watchdog("listen_then_initialize", LIMIT);
+    let mut p = Proc::demo(&["--conformance"]);
+    let mut params = json!({ "notifications": { "toolsListChanged": true } });
+    params["_meta"] = modern_meta();
+    p.request(1, "subscriptions/listen", params);
+    let ack = p.next();
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+    // The handshake: the open stream gets its one response, at the latest with the
+    // `initialize` result.
+    p.request(
+        0,
+        "initialize",
+        json!({
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": { "name": "mcpipe-tests", "version": "0" }
+        }),
+    );
+    let (before, init) = p.until_response(0);
+    assert_eq!(init["result"]["protocolVersion"], "2025-11-25", "{init}");
+    let ended: Vec<&Value> = before.iter().filter(|m| m["id"] == 1).collect();
+    assert_eq!(
+        ended.len(),
+        1,
+        "the 2026-07-28 stream is not ended by initialize: {before:?}"
+    );
+    assert_eq!(ended[0]["result"]["resultType"], "complete", "{before:?}");
+    p.notify("notifications/initialized", json!({}));
+    // A change now reaches the handshake client as the plain notification only, never tagged
+    // for the stream that ended.
+    p.call(2, "test_trigger_tool_change", json!({}));
+    let (before, _) = p.until_response(2);
+    let tagged: Vec<&Value> = before
+        .iter()
+        .filter(|m| !m["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"].is_null())
+        .collect();
+    assert!(tagged.is_empty(), "tagged for an ended stream: {before:?}");
+    // And the stream is not answered a second time at the end.
+    p.close_stdin();
+    while let Some(message) = p.next_within(Duration::from_secs(5)) {
+        assert_ne!(message["id"], 1, "answered twice: {message}");
+    }
+    assert_eq!(p.wait_exit(), Some(0));
 }

@@ -36,9 +36,7 @@ use crate::mcp::resource::{Resource, ResourceContents, ResourceTemplate};
 use crate::mcp::tasks::{TaskEvent, TaskStore};
 use crate::mcp::tool::{Tool, ToolError, ToolResult};
 use crate::mcp::MODERN_PROTOCOL_VERSIONS;
-use crate::message::{
-    ErrorObject, Message, Notification, ParamsApart, Request, RequestId, Response,
-};
+use crate::message::{ErrorObject, Notification, ParamsApart, Request, RequestId};
 use crate::server::Server;
 use crate::worker_pool::WorkerPool;
 
@@ -591,7 +589,7 @@ impl<S: 'static> Handler for McpServer<S> {
         }
         match method {
             "ping" => Ok(json!({})),
-            "initialize" => self.initialize(&params),
+            "initialize" => self.initialize(&params, cx),
             _ if !method_exists(method, None) => Err(ErrorObject::method_not_found(method)),
             _ => Err(ErrorObject::invalid_params(format!(
                 "invalid params: {method} needs the per-request _meta \
@@ -657,17 +655,7 @@ impl<S: 'static> Handler for McpServer<S> {
 
     fn on_shutdown(&mut self, _outcome: &Outcome, cx: &mut Context<'_>) {
         self.stop_tasks();
-        // Open `subscriptions/listen` streams end gracefully: their response is sent now.
-        for listener in std::mem::take(&mut self.listeners) {
-            let result = json!({
-                "resultType": "complete",
-                "_meta": {
-                    era::SERVER_INFO_KEY: self.info.clone(),
-                    era::SUBSCRIPTION_ID_KEY: listener.id.to_value(),
-                },
-            });
-            let _ = cx.send(&Message::Response(Response::ok(listener.id, result)));
-        }
+        self.end_listeners(cx);
     }
 
     fn accepts_batches(&self) -> bool {

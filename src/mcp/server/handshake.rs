@@ -12,7 +12,7 @@ use crate::mcp::context::Scope;
 use crate::mcp::era;
 use crate::mcp::logging::LogLevel;
 use crate::mcp::{LATEST_PROTOCOL_VERSION, MODERN_PROTOCOL_VERSIONS, PROTOCOL_VERSIONS};
-use crate::message::{ErrorCode, ErrorObject, RequestId};
+use crate::message::{ErrorCode, ErrorObject, Message, RequestId, Response};
 
 /// What the server knows about a handshake-era session: set by `initialize` and
 /// `logging/setLevel`.
@@ -97,7 +97,11 @@ impl<S: 'static> McpServer<S> {
         Value::Object(caps)
     }
 
-    pub(super) fn initialize(&mut self, params: &Map<String, Value>) -> Result<Value, ErrorObject> {
+    pub(super) fn initialize(
+        &mut self,
+        params: &Map<String, Value>,
+        cx: &mut Context<'_>,
+    ) -> Result<Value, ErrorObject> {
         if self.session.version.is_some() {
             return Err(ErrorObject::new(
                 ErrorCode::INVALID_REQUEST,
@@ -117,6 +121,9 @@ impl<S: 'static> McpServer<S> {
         self.session.version = Some(version.to_owned());
         self.session.scope_cache = None;
         self.forget_modern_tasks();
+        // A 2026-07-28 stream would go on tagging notifications the handshake client never
+        // asked for, and answer at shutdown a request it may not know: it ends now, gracefully.
+        self.end_listeners(cx);
         self.session.client_capabilities = match params.get("capabilities") {
             Some(caps @ Value::Object(_)) => caps.clone(),
             _ => json!({}),
@@ -203,5 +210,20 @@ impl<S: 'static> McpServer<S> {
         // A client gone now is noticed by the loop; nothing to answer either way.
         let _ = cx.notify("notifications/subscriptions/acknowledged", Some(ack));
         Ok(Value::Null)
+    }
+
+    /// Ends every open `subscriptions/listen` stream gracefully: its one response is sent now.
+    pub(super) fn end_listeners(&mut self, cx: &mut Context<'_>) {
+        for listener in std::mem::take(&mut self.listeners) {
+            let result = json!({
+                "resultType": "complete",
+                "_meta": {
+                    era::SERVER_INFO_KEY: self.info.clone(),
+                    era::SUBSCRIPTION_ID_KEY: listener.id.to_value(),
+                },
+            });
+            // A client gone now is noticed by the loop; nothing to answer either way.
+            let _ = cx.send(&Message::Response(Response::ok(listener.id, result)));
+        }
     }
 }

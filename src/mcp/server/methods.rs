@@ -202,7 +202,7 @@ impl<S: 'static> McpServer<S> {
         let subscriptions = resources && self.change_notifications;
         match method {
             "ping" => Ok(json!({})),
-            "initialize" => self.initialize(params),
+            "initialize" => self.initialize(params, cx),
             "server/discover" => Ok(self.discover()),
             "logging/setLevel" => self.set_level(params),
             "tools/list" if tools => {
