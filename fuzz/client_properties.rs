@@ -94,11 +94,7 @@ pub(crate) fn client_responses(data: &[u8]) {
                 shutdown.elapsed
             );
             if let Some(pid) = pid {
-                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-                let alive = stat
-                    .rsplit_once(')')
-                    .is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X']));
-                assert!(!alive, "the server outlived close");
+                assert!(!alive(pid), "the server outlived close");
             }
         }
         Err(e) => assert!(!e.to_string().is_empty(), "an error without a message"),
@@ -109,6 +105,23 @@ pub(crate) fn client_responses(data: &[u8]) {
         started.elapsed()
     );
     let _ = std::fs::remove_file(&path);
+}
+
+/// Whether `pid` is a live process (not a zombie): its state letter from `/proc/PID/stat` on
+/// Linux, from `ps -o stat=` elsewhere (macOS has no `/proc`).
+fn alive(pid: u32) -> bool {
+    let state = if cfg!(target_os = "linux") {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        stat.rsplit_once(')')
+            .and_then(|(_, rest)| rest.trim_start().chars().next())
+    } else {
+        std::process::Command::new("ps")
+            .args(["-o", "stat=", "-p", &pid.to_string()])
+            .output()
+            .ok()
+            .and_then(|out| String::from_utf8_lossy(&out.stdout).trim().chars().next())
+    };
+    state.is_some_and(|s| !matches!(s, 'Z' | 'X'))
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@
 //! | --- | --- | --- |
 //! | pipe/FIFO on Linux | a private description reopened via `/proc/self/fd`, non-blocking | no |
 //! | socket | `recv`/`send` with `MSG_DONTWAIT` | no |
-//! | regular file, `/dev/null` (epoll refuses them) | plain reads and writes, never polled: they never block | no |
+//! | regular file, `/dev/null` (the poller refuses them) | plain reads and writes, never polled: they never block | no |
 //! | anything else (tty, FIFO elsewhere) | `O_NONBLOCK` set, restored on every exit path | yes, restored |
 //! | closed | end of file on input, peer gone on output | no |
 //!
@@ -14,7 +14,7 @@
 //!
 //! A pipe found full is widened once (see [`Endpoint::widen_pipe`]).
 
-use std::io;
+use std::io::{self, IsTerminal};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 use mio::unix::SourceFd;
@@ -34,6 +34,39 @@ enum Mode {
     Socket,
     /// A file that is always ready and cannot be polled.
     Plain,
+}
+
+/// The kernel's poller under mio: what it answers for a file it cannot watch differs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Poller {
+    /// Linux: `EPERM` for regular files and for devices without poll support (`/dev/null`).
+    Epoll,
+    /// macOS: `EINVAL` for a character device whose driver has no kqueue support
+    /// (`/dev/null`, `/dev/zero`, but also `/dev/tty`, the controlling terminal's alias).
+    Kqueue,
+}
+
+/// This build's poller (mio's choice: epoll on Linux, Android and illumos, kqueue on macOS
+/// and the BSDs).
+const POLLER: Poller = if cfg!(any(
+    target_os = "linux",
+    target_os = "android",
+    target_os = "illumos"
+)) {
+    Poller::Epoll
+} else {
+    Poller::Kqueue
+};
+
+/// Whether the poller's refusal (`errno`) of a file that is not a pipe, socket or regular
+/// file means it is always ready, so it may be read and written without polling. A terminal
+/// kqueue refuses is not (its reads block): that refusal stays an error (`is_tty` is asked
+/// only then).
+fn always_ready(errno: Option<i32>, poller: Poller, is_tty: impl FnOnce() -> bool) -> bool {
+    match poller {
+        Poller::Epoll => errno == Some(libc::EPERM),
+        Poller::Kqueue => errno == Some(libc::EINVAL) && !is_tty(),
+    }
 }
 
 /// The capacity a pipe found full is widened to: a 100 KB message then crosses in one piece
@@ -109,8 +142,9 @@ impl Endpoint {
         let own = sys::dup_cloexec(fd, 3)?;
         match registry.register(&mut SourceFd(&own.as_raw_fd()), token, interest) {
             Ok(()) => {}
-            // epoll refuses files that are always ready (`/dev/null`, ...): use them directly.
-            Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+            // The poller refuses files that are always ready (`/dev/null`, ...): use them
+            // directly.
+            Err(e) if always_ready(e.raw_os_error(), POLLER, || own.as_fd().is_terminal()) => {
                 return Ok(Endpoint {
                     fd: Some(own),
                     mode: Mode::Plain,
@@ -182,5 +216,49 @@ impl Endpoint {
             Mode::Socket => sys::send_nowait(fd.as_fd(), buf),
             Mode::Stream | Mode::Pipe | Mode::Plain => sys::write(fd.as_fd(), buf),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_means_always_ready_only_in_the_pollers_own_words() {
+        let tty = || true;
+        let not_tty = || false;
+        // epoll: EPERM (a regular file, `/dev/null`); the tty question is never asked.
+        let unasked = || -> bool { panic!("epoll's answer needs no tty check") };
+        assert!(always_ready(Some(libc::EPERM), Poller::Epoll, unasked));
+        assert!(!always_ready(Some(libc::EINVAL), Poller::Epoll, not_tty));
+        assert!(!always_ready(None, Poller::Epoll, not_tty));
+        // kqueue (macOS): EINVAL for `/dev/null`, but not for `/dev/tty`, whose reads block.
+        assert!(always_ready(Some(libc::EINVAL), Poller::Kqueue, not_tty));
+        assert!(!always_ready(Some(libc::EINVAL), Poller::Kqueue, tty));
+        assert!(!always_ready(Some(libc::EPERM), Poller::Kqueue, not_tty));
+        assert!(!always_ready(Some(libc::EBADF), Poller::Kqueue, not_tty));
+    }
+
+    #[test]
+    fn dev_null_is_used_without_polling_in_both_directions() {
+        let poll = mio::Poll::new().unwrap();
+        let null = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/null")
+            .unwrap();
+        let mut guards = Vec::new();
+        for for_write in [false, true] {
+            let end = Endpoint::open(
+                null.as_fd(),
+                for_write,
+                poll.registry(),
+                Token(0),
+                &mut guards,
+            )
+            .unwrap();
+            assert_eq!(end.mode, Mode::Plain);
+        }
+        assert!(guards.is_empty(), "no flag of /dev/null was changed");
     }
 }

@@ -263,6 +263,13 @@ pub fn cached_small_bytes() -> usize {
     0
 }
 
+/// The file status flags (`F_GETFL`: access mode, `O_NONBLOCK`, ...) of `fd`, for the tests
+/// that check the loop leaves them as it found them, on every system (Linux also shows them
+/// in `/proc/self/fdinfo`, macOS nowhere else).
+pub fn fd_status_flags(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<i32> {
+    crate::sys::status_flags(fd)
+}
+
 /// The most bytes of freed small blocks one thread keeps.
 pub const CACHED_SMALL_BYTES: usize = crate::large_blocks::CACHED_BYTES;
 

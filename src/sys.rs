@@ -111,14 +111,19 @@ pub(crate) enum FileKind {
     Other,
 }
 
-/// `fstat(2)` reduced to the file kind. Fails with EBADF when the fd is closed.
-pub(crate) fn file_kind(fd: RawFd) -> io::Result<FileKind> {
+/// `fstat(2)`. Fails with EBADF when the fd is closed.
+fn fstat(fd: RawFd) -> io::Result<libc::stat> {
     let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
     // SAFETY: `st` is a properly sized, writable `stat` buffer; fstat only writes into it and
     // reports EBADF for an fd that is not open, so any `fd` value is safe to pass.
     cvt(unsafe { libc::fstat(fd, st.as_mut_ptr()) })?;
     // SAFETY: fstat returned 0, so it initialised the whole struct.
-    let mode = unsafe { st.assume_init() }.st_mode & libc::S_IFMT;
+    Ok(unsafe { st.assume_init() })
+}
+
+/// `fstat(2)` reduced to the file kind. Fails with EBADF when the fd is closed.
+pub(crate) fn file_kind(fd: RawFd) -> io::Result<FileKind> {
+    let mode = fstat(fd)?.st_mode & libc::S_IFMT;
     Ok(match mode {
         libc::S_IFREG => FileKind::Regular,
         libc::S_IFIFO => FileKind::Fifo,
@@ -187,14 +192,24 @@ fn poll_out_now(fd: BorrowedFd<'_>) -> io::Result<Option<libc::c_short>> {
     Ok((ready > 0).then_some(pfd.revents))
 }
 
-/// How many bytes wait unread in the pipe behind `fd` (`FIONREAD`; Linux answers it on either
-/// end of a pipe, which is what lets a writer see whether its reader took a line).
+/// How many bytes wait unread in the pipe behind `fd`, asked on either end: what lets a writer
+/// see whether its reader took a line. Linux answers `FIONREAD` on either end. macOS answers
+/// it with the count of the fd's own end, which on the write end is always 0 (the bytes
+/// written wait in the read end's buffer); its `fstat` gives the unread bytes as `st_size` on
+/// either end (XNU's `pipe_stat` reads the peer's count for the write end).
 pub(crate) fn pipe_unread(fd: BorrowedFd<'_>) -> io::Result<usize> {
-    let mut unread: libc::c_int = 0;
-    // SAFETY: FIONREAD writes one `c_int` through the pointer, which points at a live,
-    // writable `c_int` for the whole call; `fd` is open.
-    cvt(unsafe { libc::ioctl(fd.as_raw_fd(), libc::FIONREAD, &mut unread) })?;
-    Ok(usize::try_from(unread).unwrap_or(0))
+    #[cfg(not(target_vendor = "apple"))]
+    {
+        let mut unread: libc::c_int = 0;
+        // SAFETY: FIONREAD writes one `c_int` through the pointer, which points at a live,
+        // writable `c_int` for the whole call; `fd` is open.
+        cvt(unsafe { libc::ioctl(fd.as_raw_fd(), libc::FIONREAD, &mut unread) })?;
+        Ok(usize::try_from(unread).unwrap_or(0))
+    }
+    #[cfg(target_vendor = "apple")]
+    {
+        Ok(usize::try_from(fstat(fd.as_raw_fd())?.st_size).unwrap_or(0))
+    }
 }
 
 /// Asks for a pipe of `bytes` capacity (Linux `F_SETPIPE_SZ`; the kernel rounds it up to
@@ -704,6 +719,18 @@ mod tests {
         assert_eq!(file_kind(null.as_raw_fd()).unwrap(), FileKind::CharDevice);
         let err = file_kind(100_000).unwrap_err();
         assert_eq!(err.raw_os_error(), Some(libc::EBADF));
+    }
+
+    #[test]
+    fn unread_bytes_are_counted_on_either_end_of_a_pipe() {
+        // The wrapper's pacing asks on the write end (the server's stdin).
+        let (mut r, mut w) = std::io::pipe().unwrap();
+        std::io::Write::write_all(&mut w, b"hello").unwrap();
+        assert_eq!(pipe_unread(w.as_fd()).unwrap(), 5, "asked on the write end");
+        assert_eq!(pipe_unread(r.as_fd()).unwrap(), 5, "asked on the read end");
+        std::io::Read::read_exact(&mut r, &mut [0; 5]).unwrap();
+        assert_eq!(pipe_unread(w.as_fd()).unwrap(), 0);
+        assert_eq!(pipe_unread(r.as_fd()).unwrap(), 0);
     }
 
     #[test]

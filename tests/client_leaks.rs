@@ -13,13 +13,26 @@ fn count(dir: &str) -> usize {
     std::fs::read_dir(dir).map_or(0, |d| d.count())
 }
 
+/// This process's open fds: `/proc/self/fd` on Linux, `/dev/fd` elsewhere (macOS).
+const FDS: &str = if cfg!(target_os = "linux") {
+    "/proc/self/fd"
+} else {
+    "/dev/fd"
+};
+
+/// This process's threads: Linux only (`/proc`); elsewhere the count is left unchecked.
+fn threads() -> Option<usize> {
+    cfg!(target_os = "linux").then(|| count("/proc/self/task"))
+}
+
 #[test]
 fn no_fd_thread_or_child_outlives_a_client() {
     watchdog(Duration::from_secs(60), || {
         // Warm up: the first client may initialise process-wide state lazily.
         drop(fixture("good_server.py").spawn().unwrap());
-        let fds = count("/proc/self/fd");
-        let threads = count("/proc/self/task");
+        let fds = count(FDS);
+        assert!(fds > 2, "no fds listed in {FDS}");
+        let threads_before = threads();
         let mut pids = Vec::new();
         for i in 0..10 {
             let mut client = fixture(if i % 2 == 0 {
@@ -68,8 +81,8 @@ fn no_fd_thread_or_child_outlives_a_client() {
                 std::env::temp_dir().join(format!("mcpipe-leak-{}-{i}", std::process::id())),
             );
         }
-        assert_eq!(count("/proc/self/fd"), fds);
-        assert_eq!(count("/proc/self/task"), threads);
+        assert_eq!(count(FDS), fds);
+        assert_eq!(threads(), threads_before);
         for pid in pids {
             assert!(
                 !util::client::process_alive(pid),
@@ -77,10 +90,19 @@ fn no_fd_thread_or_child_outlives_a_client() {
             );
         }
         // Our children are all reaped: no thread of this process has a child left.
-        for task in std::fs::read_dir("/proc/self/task").unwrap() {
-            let path = task.unwrap().path().join("children");
-            let children = std::fs::read_to_string(path).unwrap_or_default();
-            assert!(children.trim().is_empty(), "children left: {children}");
+        if cfg!(target_os = "linux") {
+            for task in std::fs::read_dir("/proc/self/task").unwrap() {
+                let path = task.unwrap().path().join("children");
+                let children = std::fs::read_to_string(path).unwrap_or_default();
+                assert!(children.trim().is_empty(), "children left: {children}");
+            }
+        } else {
+            let me = std::process::id();
+            let children: Vec<_> = util::procs::all()
+                .into_iter()
+                .filter(|p| p.ppid == me)
+                .collect();
+            assert!(children.is_empty(), "children left: {children:?}");
         }
     });
 }

@@ -567,18 +567,14 @@ fn a_peer_that_stops_reading_mid_stream_ends_the_loop_without_spinning() {
 #[test]
 fn fd_flags_are_the_same_after_the_loop_as_before() {
     let _w = watchdog("fd_flags_are_the_same_after_the_loop", LIMIT);
-    use std::os::fd::{AsFd, AsRawFd};
-    fn flags(fd: std::os::fd::RawFd) -> String {
-        let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).unwrap();
-        info.lines()
-            .find(|l| l.starts_with("flags:"))
-            .unwrap()
-            .to_owned()
+    use std::os::fd::{AsFd, BorrowedFd};
+    fn flags(fd: BorrowedFd<'_>) -> i32 {
+        mcpipe::internals::fd_status_flags(fd).unwrap()
     }
     // Pipes.
     let (in_r, mut in_w) = std::io::pipe().unwrap();
     let (out_r, out_w) = std::io::pipe().unwrap();
-    let before = (flags(in_r.as_raw_fd()), flags(out_w.as_raw_fd()));
+    let before = (flags(in_r.as_fd()), flags(out_w.as_fd()));
     in_w.write_all(&request(1, "echo", json!({}))).unwrap();
     drop(in_w);
     let lines = util::line_channel(out_r);
@@ -589,10 +585,10 @@ fn fd_flags_are_the_same_after_the_loop_as_before() {
     );
     assert_eq!(r.unwrap(), Outcome::Eof);
     assert_eq!(util::recv_json(&lines)["id"], 1);
-    assert_eq!((flags(in_r.as_raw_fd()), flags(out_w.as_raw_fd())), before);
+    assert_eq!((flags(in_r.as_fd()), flags(out_w.as_fd())), before);
     // A socket used in both directions.
     let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
-    let before = flags(theirs.as_raw_fd());
+    let before = flags(theirs.as_fd());
     (&ours).write_all(&request(2, "echo", json!({}))).unwrap();
     ours.shutdown(std::net::Shutdown::Write).unwrap();
     let r = test_server().serve(
@@ -602,7 +598,7 @@ fn fd_flags_are_the_same_after_the_loop_as_before() {
     );
     assert_eq!(r.unwrap(), Outcome::Eof);
     assert_eq!(util::recv_json(&util::line_channel(ours))["id"], 2);
-    assert_eq!(flags(theirs.as_raw_fd()), before);
+    assert_eq!(flags(theirs.as_fd()), before);
     // A regular file as input and /dev/null as output.
     let dir = std::env::temp_dir().join(format!("mcpipe-flags-{}", std::process::id()));
     std::fs::write(&dir, request(3, "echo", json!({}))).unwrap();
@@ -611,14 +607,14 @@ fn fd_flags_are_the_same_after_the_loop_as_before() {
         .write(true)
         .open("/dev/null")
         .unwrap();
-    let before = (flags(file.as_raw_fd()), flags(null.as_raw_fd()));
+    let before = (flags(file.as_fd()), flags(null.as_fd()));
     let r = test_server().serve(
         file.as_fd(),
         null.as_fd(),
         &mut util::TestHandler::default(),
     );
     assert_eq!(r.unwrap(), Outcome::Eof);
-    assert_eq!((flags(file.as_raw_fd()), flags(null.as_raw_fd())), before);
+    assert_eq!((flags(file.as_fd()), flags(null.as_fd())), before);
     let _ = std::fs::remove_file(&dir);
 }
 

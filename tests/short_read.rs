@@ -5,6 +5,11 @@
 //! arrives, the loop ends at end of file, and `Stats::late_input` says whether the loop only
 //! found input by its confirming read (0 unless the writer sends packets). Watchdogs and
 //! deadlines everywhere: a hang fails the test.
+//!
+//! Linux only: a short read stands in for `EAGAIN` only on the private pipe description
+//! reopened through `/proc/self/fd` (elsewhere the loop reads until `EAGAIN`), and the tests
+//! watch the loop's thread in `/proc` and use Linux's packet pipes (`O_DIRECT`).
+#![cfg(target_os = "linux")]
 
 mod util;
 

@@ -235,6 +235,7 @@ fn the_orphan_check_ends_a_server_whose_parent_died() {
 }
 
 /// Reads (context switches, CPU ticks) of a process from /proc.
+#[cfg(target_os = "linux")]
 fn activity(pid: u32) -> (u64, u64) {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let switches = status
@@ -252,6 +253,7 @@ fn activity(pid: u32) -> (u64, u64) {
     (switches, ticks)
 }
 
+#[cfg(target_os = "linux")] // counts the server's wake-ups in /proc
 #[test]
 fn an_idle_server_does_not_wake_up_after_its_idle_hook() {
     let _w = watchdog("an_idle_server_does_not_wake_up", LIMIT);
@@ -281,6 +283,7 @@ fn an_idle_server_does_not_wake_up_after_its_idle_hook() {
 }
 
 /// Checks the example's `--report-restore` line: fds 0 and 1 have the flags they had before.
+#[cfg(target_os = "linux")]
 fn assert_flags_restored(stderr: &str) {
     let line = stderr
         .lines()
@@ -292,6 +295,9 @@ fn assert_flags_restored(stderr: &str) {
     assert!(before.contains("flags:"), "{line}");
 }
 
+// Linux: `script -c` is util-linux's (BSD's script takes the command after the file), and the
+// example reports the flags from /proc.
+#[cfg(target_os = "linux")]
 #[test]
 fn a_tty_as_stdin_and_stdout_works_and_its_flags_are_restored() {
     // `script` runs the server on a pseudo-terminal: the one fd kind where the loop must set

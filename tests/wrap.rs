@@ -1,5 +1,5 @@
 //! `mcpipe wrap` in front of misbehaving servers (tests/fixtures/wrap_hazards.py), over pipes,
-//! each test under a watchdog; process checks read /proc.
+//! each test under a watchdog; process checks in tests/util/procs.rs.
 
 mod util;
 
@@ -154,13 +154,21 @@ fn sigterm_to_the_wrapper_ends_it_and_the_whole_tree_within_a_second() {
     );
     assert_eq!(code, Some(128 + 15));
     assert!(gone_within(server, Duration::from_secs(1)));
-    assert!(
-        gone_within(grandchild, Duration::from_secs(1)),
-        "the setsid grandchild survived"
-    );
+    // Linux only: elsewhere nothing tracks a descendant out of the group (docs/wrap.md).
+    if cfg!(target_os = "linux") {
+        assert!(
+            gone_within(grandchild, Duration::from_secs(1)),
+            "the setsid grandchild survived"
+        );
+    } else {
+        let _ = Command::new("kill")
+            .args(["-KILL", &grandchild.to_string()])
+            .status();
+    }
     let _ = std::fs::remove_file(&pids);
 }
 
+#[cfg(target_os = "linux")] // elsewhere a descendant out of the group survives (docs/wrap.md)
 #[test]
 fn end_of_input_leaves_no_setsid_grandchild_behind() {
     let _w = watchdog("wrap_setsid", Duration::from_secs(60));
@@ -406,8 +414,11 @@ fn a_server_that_stops_reading_holds_the_client_back_and_the_wrapper_stays_small
         last < 150,
         "the client was not held back: {last} of 300 requests taken"
     );
-    let peak_kib = peak_kib(p.pid());
-    assert!(peak_kib < 40 << 10, "the wrapper grew to {peak_kib} KiB");
+    // The memory bound: Linux only (/proc).
+    let peak_kib = util::procs::peak_rss_kib(p.pid());
+    if let Some(peak_kib) = peak_kib {
+        assert!(peak_kib < 40 << 10, "the wrapper grew to {peak_kib} KiB");
+    }
     // A signal ends it at once, and every request it read is answered: the one the server
     // holds, and those that never started.
     p.signal("TERM");
@@ -428,19 +439,9 @@ fn a_server_that_stops_reading_holds_the_client_back_and_the_wrapper_stays_small
         "{messages:?}"
     );
     eprintln!(
-        "held back after {last} requests; peak {peak_kib} KiB; {} answered",
+        "held back after {last} requests; peak {peak_kib:?} KiB; {} answered",
         answered.len()
     );
-}
-
-/// The wrapper's peak resident memory (`VmHWM`), in KiB.
-fn peak_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
 }
 
 #[test]
@@ -455,8 +456,11 @@ fn a_server_that_writes_stderr_without_newlines_leaves_the_wrapper_small() {
         assert!(Instant::now() < until, "the flood never ended");
         std::thread::sleep(Duration::from_millis(20));
     }
-    let peak = peak_kib(p.pid());
-    assert!(peak < 40 << 10, "the wrapper grew to {peak} KiB");
+    // The memory bound: Linux only (/proc).
+    let peak = util::procs::peak_rss_kib(p.pid());
+    if let Some(peak) = peak {
+        assert!(peak < 40 << 10, "the wrapper grew to {peak} KiB");
+    }
     p.call(2, "echo", json!({}));
     assert_eq!(p.result(2)["content"][0]["text"], "ok");
     p.close_stdin();
@@ -467,7 +471,7 @@ fn a_server_that_writes_stderr_without_newlines_leaves_the_wrapper_small() {
         "{}",
         &stderr[..stderr.len().min(300)]
     );
-    eprintln!("peak {peak} KiB");
+    eprintln!("peak {peak:?} KiB");
 }
 
 /// Requests with ids under each of the wrapper's own prefixes, and a plain one; returns the
@@ -594,6 +598,9 @@ fn a_server_that_closes_its_stdout_but_runs_on_is_ended_and_restarted() {
     a_server_that_closes_a_pipe_is_ended_and_restarted("stdout");
 }
 
+// Linux only: the closed stdin is found without writing to it by the pipe's missing reader;
+// elsewhere only a write that fails tells (docs/wrap.md).
+#[cfg(target_os = "linux")]
 #[test]
 fn a_server_that_closes_its_stdin_but_runs_on_is_ended_and_restarted() {
     let _w = watchdog("wrap_closes_stdin", Duration::from_secs(60));

@@ -60,15 +60,9 @@ pub(crate) fn watchdog<T: Send + 'static>(
     }
 }
 
-/// Whether a process is alive: it exists and is not a zombie (Linux: /proc).
+/// Whether a process is alive: it exists and is not a zombie.
 pub(crate) fn process_alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => match stat.rsplit_once(')') {
-            Some((_, rest)) => !matches!(rest.trim_start().chars().next(), Some('Z' | 'X')),
-            None => true,
-        },
-        Err(_) => false,
-    }
+    super::procs::alive(pid)
 }
 
 /// Waits up to `limit` for a process to die; returns whether it did.

@@ -293,39 +293,16 @@ pub fn text(result: &Value) -> &str {
     result["content"][0]["text"].as_str().unwrap_or_default()
 }
 
-/// Pids of live (non-zombie) processes whose process group is `pgid`, read from /proc.
+/// Pids of live (non-zombie) processes whose process group is `pgid`.
 pub fn live_in_group(pgid: u32) -> Vec<u32> {
     processes_where(|state, _ppid, pgrp| pgrp == pgid && state != "Z")
 }
 
-/// Pids of the processes for which `keep(state, ppid, pgrp)` holds, read from /proc.
+/// Pids of the processes for which `keep(state, ppid, pgrp)` holds (see [`super::procs`]).
 pub fn processes_where(keep: impl Fn(&str, u32, u32) -> bool) -> Vec<u32> {
-    let mut found = Vec::new();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return found;
-    };
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // Fields after the command name (which may hold spaces): state, ppid, pgrp, ...
-        let Some(close) = stat.rfind(')') else {
-            continue;
-        };
-        let fields: Vec<&str> = stat[close + 2..].split_whitespace().collect();
-        let number = |i: usize| fields.get(i).and_then(|f| f.parse::<u32>().ok());
-        if let (Some(state), Some(ppid), Some(pgrp)) = (fields.first(), number(1), number(2)) {
-            if keep(state, ppid, pgrp) {
-                found.push(pid);
-            }
-        }
-    }
-    found
+    super::procs::all()
+        .into_iter()
+        .filter(|p| keep(&p.state, p.ppid, p.pgid))
+        .map(|p| p.pid)
+        .collect()
 }

@@ -4,7 +4,8 @@
 //! This file: a watchdog, an in-process server on pipes ([`Peer`]) and the spawned example
 //! server ([`Spawned`]), for the loop's tests. [`mcp`]: `mcpipe demo` driven over pipes, for the
 //! MCP layer's tests. [`client`]: fixtures and helpers for the client and probe tests. [`probe`]:
-//! `mcpipe probe` run and its report read.
+//! `mcpipe probe` run and its report read. [`procs`]: the process table (`/proc` on Linux, `ps`
+//! elsewhere).
 #![allow(dead_code, unreachable_pub)] // Each test file uses a different subset.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -18,6 +19,7 @@ use mcpipe::{Context, Error, ErrorCode, ErrorObject, Handler, Outcome, Request, 
 pub mod client;
 pub mod mcp;
 pub mod probe;
+pub mod procs;
 pub mod wrap;
 use serde_json::{json, Value};
 

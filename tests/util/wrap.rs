@@ -1,5 +1,5 @@
 //! `mcpipe wrap` in front of the misbehaving servers of tests/fixtures/wrap_hazards.py: the
-//! wrapper spawned with a fixture mode, a scratch file for pids, and process checks on /proc.
+//! wrapper spawned with a fixture mode, a scratch file for pids, and process checks.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -39,10 +39,7 @@ pub fn pids_in(path: &PathBuf) -> Vec<u32> {
 
 /// Whether `pid` is a live process (not a zombie).
 pub fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        stat.rsplit_once(')')
-            .is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X']))
-    })
+    super::procs::alive(pid)
 }
 
 /// Waits up to `limit` for `pid` to be gone.
