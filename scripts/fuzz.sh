@@ -3,6 +3,10 @@
 #
 # Usage: scripts/fuzz.sh [SECONDS]
 #
+# The targets run side by side, as many at a time as there are CPUs (FUZZ_JOBS overrides it):
+# each fuzzer is one process on one CPU, so every target still gets its SECONDS of a CPU while
+# the whole run takes a fraction of the time. Each target's output is printed when it ends.
+#
 # Needs a nightly toolchain (`cargo +nightly`); without one it says so and exits 0, because the
 # stable replay test (tests/fuzz_replay.rs) already guards the corpus and the regressions.
 # Installs cargo-fuzz when it is missing. New inputs go to fuzz/work/<target> (ignored by git);
@@ -54,24 +58,57 @@ label_expected_panics() {
   '
 }
 
-cargo +nightly fuzz build
-status=0
-for entry in "${targets[@]}"; do
-  target="${entry%%:*}"
-  max_len="${entry##*:}"
-  mkdir -p "fuzz/work/$target"
-  dict=()
+# Fuzzes one target ($1, inputs up to $2 bytes) for $seconds; its output goes to stdout.
+fuzz_one() {
+  local target="$1" max_len="$2"
+  local dict=()
   if [[ "$target" != framing ]]; then
     dict=(-dict=fuzz/jsonrpc.dict)
   fi
-  echo "fuzz.sh: $target for ${seconds}s" >&2
+  mkdir -p "fuzz/work/$target"
+  echo "fuzz.sh: $target for ${seconds}s"
   # -timeout: one input taking this long is a hang, reported as a crash.
   # -rss_limit_mb: a run growing past this is reported as a crash (memory must stay bounded).
   # With pipefail the pipeline fails when the fuzzer does (awk itself always succeeds).
   if ! cargo +nightly fuzz run "$target" "fuzz/work/$target" "fuzz/corpus/$target" -- \
     -max_total_time="$seconds" -max_len="$max_len" -rss_limit_mb=2048 -timeout=10 \
-    -print_final_stats=1 ${dict[@]+"${dict[@]}"} 2>&1 | label_expected_panics >&2; then
-    echo "fuzz.sh: $target FAILED; the input is in fuzz/artifacts/$target/" >&2
+    -print_final_stats=1 ${dict[@]+"${dict[@]}"} 2>&1 | label_expected_panics; then
+    echo "fuzz.sh: $target FAILED; the input is in fuzz/artifacts/$target/"
+    return 1
+  fi
+}
+
+jobs="${FUZZ_JOBS:-$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)}"
+case "$jobs" in
+  '' | *[!0-9]* | 0) jobs=1 ;;
+esac
+logs="$(mktemp -d)"
+trap 'rm -rf "$logs"' EXIT
+
+cargo +nightly fuzz build
+# Every target runs for the same time, so dealing them out in turn keeps the lanes even: lane k
+# runs targets k, k + jobs, k + 2 * jobs, ... one after another. (Plain `wait PID`, so that the
+# script also runs on the bash 3.2 of macOS.)
+lanes=()
+for ((lane = 0; lane < jobs && lane < ${#targets[@]}; lane++)); do
+  (
+    for ((i = lane; i < ${#targets[@]}; i += jobs)); do
+      target="${targets[$i]%%:*}"
+      if ! fuzz_one "$target" "${targets[$i]##*:}" >"$logs/$target.log" 2>&1; then
+        touch "$logs/$target.failed"
+      fi
+    done
+  ) &
+  lanes+=("$!")
+done
+for pid in "${lanes[@]}"; do
+  wait "$pid" || true
+done
+status=0
+for entry in "${targets[@]}"; do
+  target="${entry%%:*}"
+  cat "$logs/$target.log" >&2 2>/dev/null || echo "fuzz.sh: $target did not run" >&2
+  if [[ -e "$logs/$target.failed" || ! -e "$logs/$target.log" ]]; then
     status=1
   fi
 done
