@@ -101,6 +101,12 @@ fn a_server_flooding_stderr_never_blocks_and_only_the_tail_is_kept() {
             &tail[tail.len() - 40..]
         );
         client.close();
+        // The tail outlives the close: what a server said before it went is still there to read.
+        let after = client.stderr_tail();
+        assert!(
+            after.ends_with("end of flood\n"),
+            "after the close: {after:?}"
+        );
     });
 }
 

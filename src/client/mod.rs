@@ -126,6 +126,8 @@ pub struct Client {
     dead: Option<Dead>,
     closed: bool,
     last_shutdown: Option<Shutdown>,
+    /// The stderr tail of the last server shut down, for [`Client::stderr_tail`] after a close.
+    last_stderr_tail: String,
     /// The protocol state: ids, pending requests, routing, heartbeat, era, counters.
     session: Session,
     initialize_result: Value,
@@ -213,6 +215,7 @@ impl Client {
             dead: None,
             closed: false,
             last_shutdown: None,
+            last_stderr_tail: String::new(),
             session,
             initialize_result: Value::Null,
             discover_result: Value::Null,
@@ -497,12 +500,13 @@ impl Client {
         self.process.as_ref().map(ServerProcess::pid)
     }
 
-    /// The last 64 KiB the server wrote on stderr, as text.
+    /// The last 64 KiB the server wrote on stderr, as text; after [`Client::close`], what the
+    /// server that was closed wrote (its last words included), until a restart.
     pub fn stderr_tail(&self) -> String {
-        self.process
-            .as_ref()
-            .map(ServerProcess::stderr_tail)
-            .unwrap_or_default()
+        match &self.process {
+            Some(process) => process.stderr_tail(),
+            None => self.last_stderr_tail.clone(),
+        }
     }
 
     /// Counters of what the client has seen.

@@ -483,6 +483,7 @@ impl Client {
             }
         };
         let shutdown = process.shut_down(close_stdin, stdin_grace, term_grace, &mut sink);
+        self.last_stderr_tail = process.stderr_tail();
         drop(process);
         self.last_shutdown = Some(shutdown);
         shutdown
