@@ -70,6 +70,12 @@ fn a_request_answered_at_its_deadline_before_it_was_written_never_reaches_the_se
     assert_eq!(cancelled, [2, 3], "{got:?}");
     p.close_stdin();
     assert_eq!(p.wait_exit(), Some(0));
+    // The server answered 2 and 3 after their deadlines: late answers, dropped without a word.
+    let stderr = p.stderr_at_end();
+    assert!(
+        !stderr.contains("no request in flight"),
+        "a late answer to a timed-out request reported as a fault: {stderr}"
+    );
     let _ = std::fs::remove_file(&log);
     let _ = std::fs::remove_file(&go);
 }

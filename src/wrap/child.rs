@@ -445,6 +445,7 @@ fn expire_deadlines(shared: &Shared) {
         // server after it.
         let sent = ids::sent(&id);
         if !withdrawn.contains(sent.as_ref()) {
+            shared.give_up(id.clone());
             shared.to_server(&Message::Notification(crate::message::Notification {
                 method: "notifications/cancelled".to_owned(),
                 params: Some(json!({ "requestId": sent.to_value(), "reason": "timeout" })),

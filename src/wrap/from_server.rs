@@ -191,9 +191,13 @@ fn answer(shared: &Shared, cx: &mut Context<'_>, response: Response) {
         return own_answer(shared, cx, id.as_str().unwrap_or_default(), response.result);
     };
     let Some(pending) = shared.take_pending(client) else {
-        diagnostics::line(&format!(
-            "{name}: an answer to no request in flight (id {id})"
-        ));
+        // A late answer to a request given up on is dropped quietly: the cancellation may
+        // cross it on the wire, as MCP allows.
+        if !shared.given_up(client) {
+            diagnostics::line(&format!(
+                "{name}: an answer to no request in flight (id {id})"
+            ));
+        }
         return;
     };
     if pending.first_page {

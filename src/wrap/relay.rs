@@ -175,6 +175,7 @@ impl Handler for Relay {
         if !withdrawn.is_empty() {
             return;
         }
+        self.shared.give_up(request);
         self.shared.to_server(&Message::Notification(Notification {
             method: "notifications/cancelled".to_owned(),
             params: Some(

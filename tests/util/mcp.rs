@@ -5,6 +5,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -28,6 +29,8 @@ pub struct Proc {
     lines: Receiver<String>,
     /// Everything the server wrote to stderr so far.
     pub stderr: Arc<Mutex<String>>,
+    /// Set once its stderr reached end of file (every writer gone).
+    stderr_ended: Arc<AtomicBool>,
 }
 
 impl Proc {
@@ -59,6 +62,8 @@ impl Proc {
         });
         let stderr = Arc::new(Mutex::new(String::new()));
         let sink = Arc::clone(&stderr);
+        let stderr_ended = Arc::new(AtomicBool::new(false));
+        let ended = Arc::clone(&stderr_ended);
         thread::spawn(move || {
             let mut buf = [0u8; 4096];
             while let Ok(n) = err.read(&mut buf) {
@@ -69,6 +74,7 @@ impl Proc {
                     .unwrap()
                     .push_str(&String::from_utf8_lossy(&buf[..n]));
             }
+            ended.store(true, Ordering::Release);
         });
         let (alarm, cancelled) = mpsc::channel::<()>();
         let pid = child.id().to_string();
@@ -84,7 +90,19 @@ impl Proc {
             child,
             lines,
             stderr,
+            stderr_ended,
         }
+    }
+
+    /// All it wrote to stderr, once the stderr pipe reached end of file (the process and
+    /// whatever shared its stderr are gone); fails the test after [`BOUND`].
+    pub fn stderr_at_end(&self) -> String {
+        let until = Instant::now() + BOUND;
+        while !self.stderr_ended.load(Ordering::Acquire) {
+            assert!(Instant::now() < until, "stderr still open after {BOUND:?}");
+            thread::sleep(Duration::from_millis(5));
+        }
+        self.stderr.lock().unwrap().clone()
     }
 
     /// Its stderr once it contains `text` (or after [`BOUND`]): a reader thread collects it,
