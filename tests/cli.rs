@@ -63,6 +63,14 @@ fn help_goes_to_stdout_and_exits_zero() {
                 "{args:?}: {word} missing: {run:?}"
             );
         }
+        // The summary under the usage line names every command, not only the first ones.
+        let summary = run.stdout.split("\n\n").nth(1).unwrap_or_default();
+        for command in ["demo", "probe", "wrap"] {
+            assert!(
+                summary.contains(command),
+                "{args:?}: the summary does not name {command}: {summary:?}"
+            );
+        }
     }
 }
 
