@@ -57,10 +57,18 @@ fn help_goes_to_stdout_and_exits_zero() {
             run.stdout.starts_with("usage: mcpipe <command>"),
             "{args:?}: {run:?}"
         );
-        for word in ["demo", "probe", "help", "--help", "--version"] {
+        for word in ["demo", "probe", "wrap", "help", "--help", "--version"] {
             assert!(
                 run.stdout.contains(word),
                 "{args:?}: {word} missing: {run:?}"
+            );
+        }
+        // The summary under the usage line names every command, not only the first ones.
+        let summary = run.stdout.split("\n\n").nth(1).unwrap_or_default();
+        for command in ["demo", "probe", "wrap"] {
+            assert!(
+                summary.contains(command),
+                "{args:?}: the summary does not name {command}: {summary:?}"
             );
         }
     }
@@ -103,6 +111,16 @@ fn help_probe_is_the_probes_own_help() {
         "{help:?}"
     );
     assert_eq!(mcpipe(&["probe", "--help"]), help);
+}
+
+#[test]
+fn wrap_help_is_the_same_three_ways_and_on_stdout() {
+    let help = mcpipe(&["help", "wrap"]);
+    assert_eq!(help.code, Some(0), "{help:?}");
+    assert!(help.stderr.is_empty(), "{help:?}");
+    assert!(help.stdout.starts_with("usage: mcpipe wrap"), "{help:?}");
+    assert_eq!(mcpipe(&["wrap", "--help"]), help);
+    assert_eq!(mcpipe(&["wrap", "-h"]), help);
 }
 
 #[test]

@@ -7,7 +7,7 @@
 //! Help and the version go to stdout with exit status 0 (so `mcpipe --help | less` works);
 //! usage errors go to stderr with exit status 2.
 //!
-//! The arguments are parsed by hand: two commands and a handful of flags. A parsing crate would
+//! The arguments are parsed by hand: three commands and a handful of flags. A parsing crate would
 //! have to be an optional dependency behind a default feature, which every user of the library
 //! would then compile unless they turned default features off.
 
@@ -21,7 +21,8 @@ mod wrap;
 
 const USAGE: &str = "usage: mcpipe <command> [options]
 
-MCP (Model Context Protocol) over stdio: a demo server and a probe for any stdio MCP server.
+MCP (Model Context Protocol) over stdio: a demo server, and a probe and a wrapper for any
+stdio MCP server.
 
 commands:
   demo     serve the demo MCP server on stdin/stdout
