@@ -154,6 +154,19 @@ fn options_that_cannot_work_are_usage_errors_before_anything_runs() {
             &["wrap", "--replay-timeout-ms", "0", "--", "true"][..],
             "--replay-timeout-ms must be at least 1",
         ),
+        // `--flag=value` too, as `demo` and `probe` take it.
+        (
+            &["wrap", "--timeout-ms=0", "--", "true"][..],
+            "--timeout-ms must be at least 1",
+        ),
+        (
+            &["wrap", "--grace-ms=soon", "--", "true"][..],
+            "--grace-ms needs a non-negative integer, got \"soon\"",
+        ),
+        (
+            &["wrap", "--no-pacing=yes", "--", "true"][..],
+            "unknown option \"--no-pacing=yes\"",
+        ),
         (
             &[
                 "probe",

@@ -29,10 +29,8 @@ options:
 exit status: 0 when the client finished, 2 on a usage error, 3 when the server could not be
 kept running, 128+N after signal N";
 
-fn number(args: &mut impl Iterator<Item = String>, flag: &str) -> Result<u64, String> {
-    let value = args
-        .next()
-        .ok_or_else(|| format!("{flag} needs a number"))?;
+fn number(value: Option<String>, flag: &str) -> Result<u64, String> {
+    let value = value.ok_or_else(|| format!("{flag} needs a number"))?;
     value
         .parse()
         .map_err(|_| format!("{flag} needs a non-negative integer, got {value:?}"))
@@ -51,28 +49,36 @@ fn parse(args: Vec<String>) -> Result<Option<Wrapper>, String> {
         let Some(arg) = args.next() else {
             return Err("no command: put it after --".to_owned());
         };
-        match arg.as_str() {
-            "-h" | "--help" => return Ok(None),
-            "--name" => name = Some(args.next().ok_or("--name needs a name")?),
-            "--no-pacing" => pacing = false,
-            "--timeout-ms" => match number(&mut args, "--timeout-ms")? {
+        if arg == "--" {
+            break args.by_ref().collect();
+        }
+        // `--flag value` or `--flag=value`, as `demo` and `probe` take them.
+        let (flag, inline) = match arg.split_once('=') {
+            Some((flag, value)) if flag.starts_with("--") => (flag, Some(value.to_owned())),
+            _ => (arg.as_str(), None),
+        };
+        let mut value = || inline.clone().or_else(|| args.next());
+        match flag {
+            "-h" | "--help" if inline.is_none() => return Ok(None),
+            "--name" => name = Some(value().ok_or("--name needs a name")?),
+            "--no-pacing" if inline.is_none() => pacing = false,
+            "--timeout-ms" => match number(value(), "--timeout-ms")? {
                 // Every request would be failed before the server could answer it.
                 0 => return Err("--timeout-ms must be at least 1".to_owned()),
                 ms => timeout = Some(ms),
             },
-            "--replay-timeout-ms" => match number(&mut args, "--replay-timeout-ms")? {
+            "--replay-timeout-ms" => match number(value(), "--replay-timeout-ms")? {
                 // Every restarted server would be ended before it could answer.
                 0 => return Err("--replay-timeout-ms must be at least 1".to_owned()),
                 ms => replay_timeout = ms,
             },
             "--max-restarts" => {
-                max_restarts = u32::try_from(number(&mut args, "--max-restarts")?)
+                max_restarts = u32::try_from(number(value(), "--max-restarts")?)
                     .map_err(|_| "--max-restarts is too large")?;
             }
-            "--restart-window-ms" => window = number(&mut args, "--restart-window-ms")?,
-            "--grace-ms" => grace = number(&mut args, "--grace-ms")?,
-            "--" => break args.by_ref().collect(),
-            other => return Err(format!("unknown option {other:?}")),
+            "--restart-window-ms" => window = number(value(), "--restart-window-ms")?,
+            "--grace-ms" => grace = number(value(), "--grace-ms")?,
+            _ => return Err(format!("unknown option {arg:?}")),
         }
     };
     let Some((program, rest)) = command.split_first() else {
