@@ -22,41 +22,20 @@ use mcpipe::{
     ChildOutput, Context, ErrorObject, Handler, McpServer, Request, Server, Tool, ToolResult,
 };
 use serde_json::{json, Value};
+use util::sigchld;
 use util::{line_channel, recv_json, request, test_server, watchdog, BOUND};
 
-const INNER: &str = "MCPIPE_TEST_RUN_SIGCHLD_IGNORED";
 const TEST: &str = "run_command_works_when_the_program_ignores_sigchld";
 
 #[test]
 fn run_command_works_when_the_program_ignores_sigchld() {
-    if std::env::var_os(INNER).is_some() {
+    if sigchld::is_rerun() {
         // Its own watchdog (it ends this process): the outer one cannot end it.
         let _w = watchdog("run_sigchld_inner", Duration::from_secs(50));
         return with_sigchld_ignored();
     }
     let _w = watchdog("run_sigchld", Duration::from_secs(60));
-    let out = Command::new("python3")
-        .args([
-            "-c",
-            "import os, signal, sys\n\
-             signal.signal(signal.SIGCHLD, signal.SIG_IGN)\n\
-             os.execv(sys.argv[1], sys.argv[1:])",
-        ])
-        .arg(std::env::current_exe().unwrap())
-        .args([TEST, "--exact", "--nocapture", "--test-threads", "1"])
-        .env(INNER, "1")
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success(),
-        "the run with SIGCHLD ignored failed:\n{text}"
-    );
-    assert!(text.contains("1 passed"), "{text}");
+    sigchld::rerun_with_sigchld_ignored(TEST);
 }
 
 /// What a test reads back from a run: the output, the status, and whether it timed out.
@@ -182,18 +161,7 @@ fn serve<H: Handler + 'static>(
 }
 
 fn with_sigchld_ignored() {
-    // SigIgn is a hex mask; SIGCHLD is signal 17 on Linux (bit 16).
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let mask = status
-        .lines()
-        .find_map(|l| l.strip_prefix("SigIgn:"))
-        .map(|m| u64::from_str_radix(m.trim(), 16).unwrap())
-        .unwrap();
-    assert_ne!(
-        mask & (1 << 16),
-        0,
-        "SIGCHLD is not ignored: the set-up failed"
-    );
+    sigchld::assert_sigchld_ignored();
 
     // On the loop's thread.
     let (mut input, output, done) = serve(test_server(), || OnLoop);

@@ -5,7 +5,7 @@
 //! server ([`Spawned`]), for the loop's tests. [`mcp`]: `mcpipe demo` driven over pipes, for the
 //! MCP layer's tests. [`client`]: fixtures and helpers for the client and probe tests. [`probe`]:
 //! `mcpipe probe` run and its report read. [`procs`]: the process table (`/proc` on Linux, `ps`
-//! elsewhere).
+//! elsewhere). [`sigchld`]: a test run again with `SIGCHLD` ignored.
 #![allow(dead_code, unreachable_pub)] // Each test file uses a different subset.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -20,6 +20,7 @@ pub mod client;
 pub mod mcp;
 pub mod probe;
 pub mod procs;
+pub mod sigchld;
 pub mod wrap;
 use serde_json::{json, Value};
 
