@@ -76,11 +76,27 @@ enum LastNamed {
     Cancel,
 }
 
-fn parse_args(args: Vec<String>) -> Result<Options, String> {
+fn parse_args(args: Vec<OsString>) -> Result<Options, String> {
     let mut options = Options::default();
     let mut last = LastNamed::None;
-    let mut args = args.into_iter();
-    while let Some(arg) = args.next() {
+    let mut words = args.into_iter();
+    // The options are text; the command after `--` is kept as it is (a file name need not be
+    // UTF-8).
+    let mut text = |word: OsString| {
+        word.into_string()
+            .map_err(|bad| format!("argument {bad:?} is not valid UTF-8"))
+    };
+    while let Some(arg) = words.next() {
+        let arg = text(arg)?;
+        if arg == "--" {
+            let command: Vec<OsString> = words.by_ref().collect();
+            if command.is_empty() {
+                return Err(String::from("-- must be followed by a command"));
+            }
+            options.command = Some(command);
+            break;
+        }
+        let mut args = words.by_ref().map(&mut text);
         let (flag, inline) = match arg.split_once('=') {
             Some((flag, value)) if flag.starts_with("--") => {
                 (flag.to_owned(), Some(value.to_owned()))
@@ -90,7 +106,7 @@ fn parse_args(args: Vec<String>) -> Result<Options, String> {
         let mut value = |what: &str| -> Result<String, String> {
             match inline.clone() {
                 Some(v) => Ok(v),
-                None => args.next().ok_or(format!("{flag} needs {what}")),
+                None => args.next().unwrap_or(Err(format!("{flag} needs {what}"))),
             }
         };
         match flag.as_str() {
@@ -146,13 +162,6 @@ fn parse_args(args: Vec<String>) -> Result<Options, String> {
                 slot.arguments = arguments;
                 last = LastNamed::None;
             }
-            "--" => {
-                let command: Vec<OsString> = args.by_ref().map(OsString::from).collect();
-                if command.is_empty() {
-                    return Err(String::from("-- must be followed by a command"));
-                }
-                options.command = Some(command);
-            }
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
@@ -183,7 +192,7 @@ fn parse_only(names: &str) -> Result<Vec<String>, String> {
 }
 
 /// Runs `mcpipe probe` with the arguments after the subcommand.
-pub(crate) fn run(args: Vec<String>) -> ExitCode {
+pub(crate) fn run(args: Vec<OsString>) -> ExitCode {
     let mut out = io::stdout().lock();
     if args
         .iter()
