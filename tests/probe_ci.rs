@@ -1,17 +1,19 @@
 //! `mcpipe probe` as a CI job uses it: its JUnit XML read by a real XML parser, its JSON report
 //! checked field by field against docs/probe.md, its GitHub annotations, each with hostile text
 //! from the server (`tests/fixtures/ci_hazards.py`), and its exit status for commands that are
-//! not UTF-8.
+//! not UTF-8, and the JUnit file a killed probe leaves.
 
 mod util;
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use util::client::{fixture_path, watchdog};
+use util::client::{fixture_path, mcpipe_bin, wait_dead, watchdog};
+use util::procs;
 use util::probe::{check, probe, probe_json_with, probe_os, read_junit};
 
 /// A scratch file for a JUnit report, removed first.
@@ -236,5 +238,51 @@ fn a_command_that_is_not_utf8_is_probed_and_a_bad_option_is_a_usage_error() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(2), "{stderr}");
         assert!(stderr.contains("is not valid UTF-8"), "{stderr}");
+    });
+}
+
+/// Field test: a probe killed midway (a CI job cancelled, or timed out by the runner) left an
+/// empty `--junit` file, which every JUnit reader rejects ("no element found"). The file says
+/// the run did not finish until the report replaces it; the killed probe's server dies too.
+#[test]
+fn a_killed_probe_leaves_a_junit_file_that_says_so_and_no_server() {
+    watchdog(Duration::from_secs(60), || {
+        let junit = junit_path("killed");
+        let fixture = fixture_path("never_answers.py");
+        let mut child = Command::new(mcpipe_bin())
+            .arg("probe")
+            .arg("--junit")
+            .arg(&junit)
+            .args(["--", "python3"])
+            .arg(&fixture)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let probe_pid = child.id();
+        // Waits for the handshake check's server (the probe waits 5 s for its answer).
+        let started = Instant::now();
+        let server = loop {
+            let children: Vec<u32> = procs::all()
+                .into_iter()
+                .filter(|p| p.ppid == probe_pid && p.live())
+                .map(|p| p.pid)
+                .collect();
+            if let Some(&pid) = children.first() {
+                break pid;
+            }
+            assert!(started.elapsed() < Duration::from_secs(10), "no server");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(wait_dead(server, Duration::from_secs(5)), "server {server} lives on");
+        let read = read_junit(&junit);
+        let _ = std::fs::remove_file(&junit);
+        assert_eq!(read["suite"]["errors"], "1", "{read:#}");
+        assert_eq!(read["suite"]["tests"], "1", "{read:#}");
+        let message = read["cases"][0]["error"][0]["message"].as_str().unwrap();
+        assert!(message.contains("did not finish"), "{message}");
     });
 }

@@ -210,8 +210,10 @@ pub(crate) fn run(args: Vec<OsString>) -> ExitCode {
         }
     };
     if let Some(path) = &options.junit {
-        // Found out now, not after the whole run: the report is written there at the end.
-        if let Err(e) = std::fs::File::create(path) {
+        // Found out now, not after the whole run: the report is written there at the end. Until
+        // then the file says the run did not finish, so a CI job cancelled or killed midway
+        // leaves a report that says so, not an empty file no JUnit reader can parse.
+        if let Err(e) = std::fs::write(path, report::junit_unfinished()) {
             eprintln!("mcpipe probe: cannot write {path}: {e}\n\n{HELP}");
             return ExitCode::from(2);
         }

@@ -282,3 +282,16 @@ pub(crate) fn junit(target: &Target, rows: &[Row], elapsed: Duration) -> String 
     xml_out.push_str("</testsuite>\n");
     xml_out
 }
+
+/// The JUnit XML the `--junit` file holds while the probe runs: one test case in error, "the
+/// probe did not finish". A probe that is killed (a cancelled CI job) leaves it behind.
+pub(crate) fn junit_unfinished() -> String {
+    String::from(concat!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n",
+        "<testsuite name=\"mcpipe probe\" tests=\"1\" failures=\"0\" errors=\"1\" skipped=\"0\" time=\"0.000\">\n",
+        "  <testcase classname=\"mcpipe.probe\" name=\"run\" time=\"0.000\">",
+        "<error message=\"the probe did not finish (it was interrupted or killed)\"/>",
+        "</testcase>\n",
+        "</testsuite>\n"
+    ))
+}
