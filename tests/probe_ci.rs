@@ -13,15 +13,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use util::client::{fixture_path, mcpipe_bin, wait_dead, watchdog};
-use util::procs;
 use util::probe::{check, probe, probe_json_with, probe_os, read_junit};
+use util::procs;
 
 /// A scratch file for a JUnit report, removed first.
 fn junit_path(name: &str) -> PathBuf {
-    let path = std::env::temp_dir().join(format!(
-        "mcpipe-probe-ci-{name}-{}.xml",
-        std::process::id()
-    ));
+    let path =
+        std::env::temp_dir().join(format!("mcpipe-probe-ci-{name}-{}.xml", std::process::id()));
     let _ = std::fs::remove_file(&path);
     path
 }
@@ -63,7 +61,10 @@ fn assert_counts_add_up(read: &Value) {
     assert_eq!(count("error"), "0", "{read:#}");
     for case in cases {
         assert_eq!(case["classname"], "mcpipe.probe", "{case}");
-        assert!(case["time"].as_str().unwrap().parse::<f64>().is_ok(), "{case}");
+        assert!(
+            case["time"].as_str().unwrap().parse::<f64>().is_ok(),
+            "{case}"
+        );
     }
 }
 
@@ -105,7 +106,10 @@ fn junit_from_a_hostile_server_is_well_formed_and_its_counts_add_up() {
             "{message}"
         );
         assert!(message.contains("\\u{1b}[2J\\u{0} end | next"), "{message}");
-        assert!(message.contains("\u{fffd}\u{fffd}\u{fffd} raw"), "{message}");
+        assert!(
+            message.contains("\u{fffd}\u{fffd}\u{fffd} raw"),
+            "{message}"
+        );
 
         // The annotations: one line each, `%` escaped, nothing of the server's starts a line.
         let annotations: Vec<&str> = table.lines().filter(|l| l.starts_with("::")).collect();
@@ -162,7 +166,11 @@ fn assert_schema(report: &Value, code: i32, strict: bool) {
         ("failed", "FAIL"),
         ("skipped", "SKIP"),
     ] {
-        assert_eq!(report[field].as_u64(), Some(count(status) as u64), "{field}");
+        assert_eq!(
+            report[field].as_u64(),
+            Some(count(status) as u64),
+            "{field}"
+        );
     }
     let verdict = if code == 1 { "FAIL" } else { "PASS" };
     assert_eq!(report["verdict"], verdict, "exit status {code}");
@@ -204,7 +212,10 @@ fn the_json_report_follows_its_documented_schema_with_hostile_text() {
             .map(|t| t["name"].as_str().unwrap())
             .collect();
         assert!(names[1].starts_with("bad\u{fffe}\u{ffff} ]]>"), "{names:?}");
-        assert!(names[1].contains("\u{1}\u{1b}[2J\0 end\r\nnext"), "{names:?}");
+        assert!(
+            names[1].contains("\u{1}\u{1b}[2J\0 end\r\nnext"),
+            "{names:?}"
+        );
 
         let (report, code, _) = probe_json_with(&["--strict"], "ci_hazards.py", &["error"], only);
         assert_schema(&report, code, true);
@@ -277,7 +288,10 @@ fn a_killed_probe_leaves_a_junit_file_that_says_so_and_no_server() {
         };
         let _ = child.kill();
         let _ = child.wait();
-        assert!(wait_dead(server, Duration::from_secs(5)), "server {server} lives on");
+        assert!(
+            wait_dead(server, Duration::from_secs(5)),
+            "server {server} lives on"
+        );
         let read = read_junit(&junit);
         let _ = std::fs::remove_file(&junit);
         assert_eq!(read["suite"]["errors"], "1", "{read:#}");
