@@ -298,5 +298,10 @@ fn a_killed_probe_leaves_a_junit_file_that_says_so_and_no_server() {
         assert_eq!(read["suite"]["tests"], "1", "{read:#}");
         let message = read["cases"][0]["error"][0]["message"].as_str().unwrap();
         assert!(message.contains("did not finish"), "{message}");
+
+        // `--list` runs nothing, so it leaves no report (none that says a run did not finish).
+        let (output, _) = probe(&["--list", "--junit", junit.to_str().unwrap()]);
+        assert!(output.status.success(), "{output:?}");
+        assert!(!junit.exists(), "--list wrote {}", junit.display());
     });
 }

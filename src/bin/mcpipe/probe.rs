@@ -209,15 +209,6 @@ pub(crate) fn run(args: Vec<OsString>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if let Some(path) = &options.junit {
-        // Found out now, not after the whole run: the report is written there at the end. Until
-        // then the file says the run did not finish, so a CI job cancelled or killed midway
-        // leaves a report that says so, not an empty file no JUnit reader can parse.
-        if let Err(e) = std::fs::write(path, report::junit_unfinished()) {
-            eprintln!("mcpipe probe: cannot write {path}: {e}\n\n{HELP}");
-            return ExitCode::from(2);
-        }
-    }
     if options.list {
         for check in CHECKS {
             let _ = writeln!(
@@ -229,6 +220,15 @@ pub(crate) fn run(args: Vec<OsString>) -> ExitCode {
             );
         }
         return ExitCode::SUCCESS;
+    }
+    if let Some(path) = &options.junit {
+        // Found out now, not after the whole run: the report is written there at the end. Until
+        // then the file says the run did not finish, so a CI job cancelled or killed midway
+        // leaves a report that says so, not an empty file no JUnit reader can parse.
+        if let Err(e) = std::fs::write(path, report::junit_unfinished()) {
+            eprintln!("mcpipe probe: cannot write {path}: {e}\n\n{HELP}");
+            return ExitCode::from(2);
+        }
     }
     let default = options.command.is_none();
     let command = match options.command {
