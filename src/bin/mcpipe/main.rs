@@ -11,6 +11,7 @@
 //! have to be an optional dependency behind a default feature, which every user of the library
 //! would then compile unless they turned default features off.
 
+use std::ffi::OsString;
 use std::io::{self, Write};
 use std::process::ExitCode;
 
@@ -46,12 +47,26 @@ static ALLOCATOR: mcpipe::LargeBlockAllocator = mcpipe::LargeBlockAllocator::new
 const USAGE_ERROR: u8 = 2;
 
 fn main() -> ExitCode {
-    let mut args = std::env::args().skip(1);
+    // `args_os`, not `args`: `args` panics on an argument that is not UTF-8, and the command a
+    // probe runs may well have one (a file name). The probe keeps its command's words as they
+    // are; the other commands take text only, and say so.
+    let mut args = std::env::args_os().skip(1);
     let command = args.next();
-    let rest: Vec<String> = args.collect();
+    let rest_os: Vec<OsString> = args.collect();
+    let command = match command.map(OsString::into_string) {
+        None => None,
+        Some(Ok(command)) => Some(command),
+        Some(Err(bad)) => return usage_error(&format!("unknown command {bad:?}")),
+    };
+    if command.as_deref() == Some("probe") {
+        return probe::run(rest_os);
+    }
+    let rest = match text_args(rest_os) {
+        Ok(rest) => rest,
+        Err(why) => return usage_error(&why),
+    };
     match command.as_deref() {
         Some("demo") => demo::run(rest),
-        Some("probe") => probe::run(rest),
         Some("wrap") => wrap::run(rest),
         Some("-h" | "--help") if rest.is_empty() => print_out(USAGE),
         Some("help") => help(&rest),
@@ -66,13 +81,23 @@ fn main() -> ExitCode {
     }
 }
 
+/// The arguments as text, or which one is not UTF-8.
+fn text_args(args: Vec<OsString>) -> Result<Vec<String>, String> {
+    args.into_iter()
+        .map(|arg| {
+            arg.into_string()
+                .map_err(|bad| format!("argument {bad:?} is not valid UTF-8"))
+        })
+        .collect()
+}
+
 /// `mcpipe help [COMMAND]`.
 fn help(rest: &[String]) -> ExitCode {
     match rest {
         [] => print_out(USAGE),
         [command] if command == "demo" => print_out(demo::USAGE),
         // The probe owns its help text and where it goes: ask it, as `mcpipe probe --help` does.
-        [command] if command == "probe" => probe::run(vec![String::from("--help")]),
+        [command] if command == "probe" => probe::run(vec![OsString::from("--help")]),
         [command] if command == "wrap" => print_out(wrap::USAGE),
         [command] if command == "help" => print_out(USAGE),
         [command] => usage_error(&format!(

@@ -76,11 +76,27 @@ enum LastNamed {
     Cancel,
 }
 
-fn parse_args(args: Vec<String>) -> Result<Options, String> {
+fn parse_args(args: Vec<OsString>) -> Result<Options, String> {
     let mut options = Options::default();
     let mut last = LastNamed::None;
-    let mut args = args.into_iter();
-    while let Some(arg) = args.next() {
+    let mut words = args.into_iter();
+    // The options are text; the command after `--` is kept as it is (a file name need not be
+    // UTF-8).
+    let mut text = |word: OsString| {
+        word.into_string()
+            .map_err(|bad| format!("argument {bad:?} is not valid UTF-8"))
+    };
+    while let Some(arg) = words.next() {
+        let arg = text(arg)?;
+        if arg == "--" {
+            let command: Vec<OsString> = words.by_ref().collect();
+            if command.is_empty() {
+                return Err(String::from("-- must be followed by a command"));
+            }
+            options.command = Some(command);
+            break;
+        }
+        let mut args = words.by_ref().map(&mut text);
         let (flag, inline) = match arg.split_once('=') {
             Some((flag, value)) if flag.starts_with("--") => {
                 (flag.to_owned(), Some(value.to_owned()))
@@ -90,7 +106,7 @@ fn parse_args(args: Vec<String>) -> Result<Options, String> {
         let mut value = |what: &str| -> Result<String, String> {
             match inline.clone() {
                 Some(v) => Ok(v),
-                None => args.next().ok_or(format!("{flag} needs {what}")),
+                None => args.next().unwrap_or(Err(format!("{flag} needs {what}"))),
             }
         };
         match flag.as_str() {
@@ -146,13 +162,6 @@ fn parse_args(args: Vec<String>) -> Result<Options, String> {
                 slot.arguments = arguments;
                 last = LastNamed::None;
             }
-            "--" => {
-                let command: Vec<OsString> = args.by_ref().map(OsString::from).collect();
-                if command.is_empty() {
-                    return Err(String::from("-- must be followed by a command"));
-                }
-                options.command = Some(command);
-            }
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
@@ -183,7 +192,7 @@ fn parse_only(names: &str) -> Result<Vec<String>, String> {
 }
 
 /// Runs `mcpipe probe` with the arguments after the subcommand.
-pub(crate) fn run(args: Vec<String>) -> ExitCode {
+pub(crate) fn run(args: Vec<OsString>) -> ExitCode {
     let mut out = io::stdout().lock();
     if args
         .iter()
@@ -200,13 +209,6 @@ pub(crate) fn run(args: Vec<String>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if let Some(path) = &options.junit {
-        // Found out now, not after the whole run: the report is written there at the end.
-        if let Err(e) = std::fs::File::create(path) {
-            eprintln!("mcpipe probe: cannot write {path}: {e}\n\n{HELP}");
-            return ExitCode::from(2);
-        }
-    }
     if options.list {
         for check in CHECKS {
             let _ = writeln!(
@@ -218,6 +220,15 @@ pub(crate) fn run(args: Vec<String>) -> ExitCode {
             );
         }
         return ExitCode::SUCCESS;
+    }
+    if let Some(path) = &options.junit {
+        // Found out now, not after the whole run: the report is written there at the end. Until
+        // then the file says the run did not finish, so a CI job cancelled or killed midway
+        // leaves a report that says so, not an empty file no JUnit reader can parse.
+        if let Err(e) = std::fs::write(path, report::junit_unfinished()) {
+            eprintln!("mcpipe probe: cannot write {path}: {e}\n\n{HELP}");
+            return ExitCode::from(2);
+        }
     }
     let default = options.command.is_none();
     let command = match options.command {

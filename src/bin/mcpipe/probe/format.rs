@@ -102,7 +102,11 @@ fn needs_escape(c: char) -> bool {
     c.is_control() || c == '\u{2028}' || c == '\u{2029}'
 }
 
-/// Text made safe for an XML attribute or element.
+/// Text made safe for an XML attribute or element: the markup characters as entities, tab, LF
+/// and CR as character references (an attribute would turn them into spaces), and what XML 1.0
+/// cannot hold at all (the other C0 controls, U+FFFE, U+FFFF) as visible escapes, as
+/// [`printable`] writes them: one such character from the server made the whole report
+/// unreadable to every JUnit reader.
 pub(crate) fn xml(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
@@ -112,11 +116,18 @@ pub(crate) fn xml(text: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&apos;"),
-            c if (c as u32) < 0x20 && c != '\n' && c != '\t' => out.push(' '),
+            '\t' | '\n' | '\r' => out.push_str(&format!("&#{};", c as u32)),
+            c if !xml_char(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
             c => out.push(c),
         }
     }
     out
+}
+
+/// XML 1.0's `Char` production: what a document may contain at all (a Rust `char` is never a
+/// surrogate).
+fn xml_char(c: char) -> bool {
+    matches!(c, '\t' | '\n' | '\r' | '\u{20}'..='\u{fffd}' | '\u{10000}'..)
 }
 
 /// Text made safe for a GitHub Actions workflow command's message (`%`, CR and LF escaped).
@@ -182,6 +193,10 @@ mod tests {
     #[test]
     fn xml_and_github_text_is_escaped() {
         assert_eq!(xml("a<b & \"c\""), "a&lt;b &amp; &quot;c&quot;");
+        assert_eq!(
+            xml("]]>\u{fffe}\u{ffff}\0\u{1b}\t\r\n\u{fffd}\u{10000}"),
+            "]]&gt;\\u{fffe}\\u{ffff}\\u{0}\\u{1b}&#9;&#13;&#10;\u{fffd}\u{10000}"
+        );
         assert_eq!(github("50% done\nnext"), "50%25 done%0Anext");
     }
 }

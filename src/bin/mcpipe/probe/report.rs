@@ -244,12 +244,13 @@ fn millis(d: Duration) -> f64 {
 }
 
 /// The results as a JUnit XML test suite: FAIL rows are failures, WARN rows pass with the
-/// warning in `system-out`, SKIP rows are skipped.
+/// warning in `system-out`, SKIP rows are skipped. `errors` is always 0 (a check does not
+/// error, it finds) but written: Ant's format, which Jenkins reads, requires it.
 pub(crate) fn junit(target: &Target, rows: &[Row], elapsed: Duration) -> String {
     let n = |v: Verdict| rows.iter().filter(|r| r.verdict == v).count();
     let mut xml_out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     xml_out.push_str(&format!(
-        "<testsuite name=\"mcpipe probe\" tests=\"{}\" failures=\"{}\" skipped=\"{}\" time=\"{:.3}\">\n",
+        "<testsuite name=\"mcpipe probe\" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"{}\" time=\"{:.3}\">\n",
         rows.len(),
         n(Verdict::Fail),
         n(Verdict::Skip),
@@ -280,4 +281,17 @@ pub(crate) fn junit(target: &Target, rows: &[Row], elapsed: Duration) -> String 
     }
     xml_out.push_str("</testsuite>\n");
     xml_out
+}
+
+/// The JUnit XML the `--junit` file holds while the probe runs: one test case in error, "the
+/// probe did not finish". A probe that is killed (a cancelled CI job) leaves it behind.
+pub(crate) fn junit_unfinished() -> String {
+    String::from(concat!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n",
+        "<testsuite name=\"mcpipe probe\" tests=\"1\" failures=\"0\" errors=\"1\" skipped=\"0\" time=\"0.000\">\n",
+        "  <testcase classname=\"mcpipe.probe\" name=\"run\" time=\"0.000\">",
+        "<error message=\"the probe did not finish (it was interrupted or killed)\"/>",
+        "</testcase>\n",
+        "</testsuite>\n"
+    ))
 }
