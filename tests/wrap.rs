@@ -630,3 +630,34 @@ fn an_answer_serde_json_cannot_hold_is_relayed_as_it_came() {
         );
     }
 }
+
+#[test]
+fn a_server_path_that_is_not_utf8_is_run_as_given_and_an_option_that_is_not_is_a_usage_error() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let _w = watchdog("wrap_not_utf8", Duration::from_secs(60));
+    // A file name is bytes: `srv-\xff.py`, a link to a fixture server.
+    let dir = pid_file("not-utf8");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir(&dir).unwrap();
+    let script = dir.join(OsStr::from_bytes(b"srv-\xff.py"));
+    std::os::unix::fs::symlink(fixture("good_server.py"), &script).unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcpipe"));
+    cmd.args(["wrap", "--"]).arg("python3").arg(&script);
+    let mut p = Proc::spawn(cmd);
+    burst(&mut p);
+    assert!(p.result(0)["serverInfo"].is_object());
+    p.close_stdin();
+    assert_eq!(p.wait_exit(), Some(0));
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let out = Command::new(env!("CARGO_BIN_EXE_mcpipe"))
+        .arg("wrap")
+        .arg(OsStr::from_bytes(b"--name=\xff"))
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("is not valid UTF-8"), "{stderr}");
+}

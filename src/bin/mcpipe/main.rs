@@ -48,8 +48,9 @@ const USAGE_ERROR: u8 = 2;
 
 fn main() -> ExitCode {
     // `args_os`, not `args`: `args` panics on an argument that is not UTF-8, and the command a
-    // probe runs may well have one (a file name). The probe keeps its command's words as they
-    // are; the other commands take text only, and say so.
+    // probe or the wrapper runs may well have one (a file name). Those two keep their command's
+    // words as they are; options, and the other commands' arguments, are text, and a usage
+    // error says so.
     let mut args = std::env::args_os().skip(1);
     let command = args.next();
     let rest_os: Vec<OsString> = args.collect();
@@ -58,8 +59,10 @@ fn main() -> ExitCode {
         Some(Ok(command)) => Some(command),
         Some(Err(bad)) => return usage_error(&format!("unknown command {bad:?}")),
     };
-    if command.as_deref() == Some("probe") {
-        return probe::run(rest_os);
+    match command.as_deref() {
+        Some("probe") => return probe::run(rest_os),
+        Some("wrap") => return wrap::run(rest_os),
+        _ => {}
     }
     let rest = match text_args(rest_os) {
         Ok(rest) => rest,
@@ -67,7 +70,6 @@ fn main() -> ExitCode {
     };
     match command.as_deref() {
         Some("demo") => demo::run(rest),
-        Some("wrap") => wrap::run(rest),
         Some("-h" | "--help") if rest.is_empty() => print_out(USAGE),
         Some("help") => help(&rest),
         Some("-V" | "--version") if rest.is_empty() => {

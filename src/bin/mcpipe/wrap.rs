@@ -1,6 +1,7 @@
 //! `mcpipe wrap [OPTIONS] -- COMMAND ARGS...`: runs any stdio MCP server behind mcpipe's loop
 //! (see `mcpipe::Wrapper` and docs/wrap.md).
 
+use std::ffi::OsString;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -36,7 +37,13 @@ fn number(value: Option<String>, flag: &str) -> Result<u64, String> {
         .map_err(|_| format!("{flag} needs a non-negative integer, got {value:?}"))
 }
 
-fn parse(args: Vec<String>) -> Result<Option<Wrapper>, String> {
+/// An option (or its value) as text: options are; the command after `--` is run as given.
+fn text(arg: OsString) -> Result<String, String> {
+    arg.into_string()
+        .map_err(|bad| format!("option {bad:?} is not valid UTF-8"))
+}
+
+fn parse(args: Vec<OsString>) -> Result<Option<Wrapper>, String> {
     let mut args = args.into_iter();
     let mut name = None;
     let mut pacing = true;
@@ -45,39 +52,43 @@ fn parse(args: Vec<String>) -> Result<Option<Wrapper>, String> {
     let mut max_restarts = 5;
     let mut window = 60_000;
     let mut grace = 2_000;
-    let command: Vec<String> = loop {
+    let command: Vec<OsString> = loop {
         let Some(arg) = args.next() else {
             return Err("no command: put it after --".to_owned());
         };
         if arg == "--" {
             break args.by_ref().collect();
         }
+        let arg = text(arg)?;
         // `--flag value` or `--flag=value`, as `demo` and `probe` take them.
         let (flag, inline) = match arg.split_once('=') {
             Some((flag, value)) if flag.starts_with("--") => (flag, Some(value.to_owned())),
             _ => (arg.as_str(), None),
         };
-        let mut value = || inline.clone().or_else(|| args.next());
+        let mut value = || match inline.clone() {
+            Some(value) => Ok(Some(value)),
+            None => args.next().map(text).transpose(),
+        };
         match flag {
             "-h" | "--help" if inline.is_none() => return Ok(None),
-            "--name" => name = Some(value().ok_or("--name needs a name")?),
+            "--name" => name = Some(value()?.ok_or("--name needs a name")?),
             "--no-pacing" if inline.is_none() => pacing = false,
-            "--timeout-ms" => match number(value(), "--timeout-ms")? {
+            "--timeout-ms" => match number(value()?, "--timeout-ms")? {
                 // Every request would be failed before the server could answer it.
                 0 => return Err("--timeout-ms must be at least 1".to_owned()),
                 ms => timeout = Some(ms),
             },
-            "--replay-timeout-ms" => match number(value(), "--replay-timeout-ms")? {
+            "--replay-timeout-ms" => match number(value()?, "--replay-timeout-ms")? {
                 // Every restarted server would be ended before it could answer.
                 0 => return Err("--replay-timeout-ms must be at least 1".to_owned()),
                 ms => replay_timeout = ms,
             },
             "--max-restarts" => {
-                max_restarts = u32::try_from(number(value(), "--max-restarts")?)
+                max_restarts = u32::try_from(number(value()?, "--max-restarts")?)
                     .map_err(|_| "--max-restarts is too large")?;
             }
-            "--restart-window-ms" => window = number(value(), "--restart-window-ms")?,
-            "--grace-ms" => grace = number(value(), "--grace-ms")?,
+            "--restart-window-ms" => window = number(value()?, "--restart-window-ms")?,
+            "--grace-ms" => grace = number(value()?, "--grace-ms")?,
             _ => return Err(format!("unknown option {arg:?}")),
         }
     };
@@ -97,7 +108,7 @@ fn parse(args: Vec<String>) -> Result<Option<Wrapper>, String> {
 }
 
 /// Runs `mcpipe wrap` with the arguments after the subcommand.
-pub(crate) fn run(args: Vec<String>) -> ExitCode {
+pub(crate) fn run(args: Vec<OsString>) -> ExitCode {
     let wrapper = match parse(args) {
         Ok(Some(wrapper)) => wrapper,
         Ok(None) => return crate::print_out(USAGE),
