@@ -501,5 +501,8 @@ fn a_panic_after_handing_the_responder_away_leaves_a_reused_id_its_own_answer() 
         json!({ "jsonrpc": "2.0", "id": 1, "result": { "slept": 600 } }),
         "the reused id got another request's answer"
     );
-    assert!(saw_cancel, "the thread holding the panicked request's responder was not told");
+    assert!(
+        saw_cancel,
+        "the thread holding the panicked request's responder was not told"
+    );
 }
