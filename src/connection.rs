@@ -3,7 +3,7 @@
 //! that wait on the loop's thread (sleep, call, run a command) wait through it.
 
 use std::io::{self, Read};
-use std::os::fd::{AsFd, BorrowedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::sync::atomic::AtomicI64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -109,6 +109,8 @@ pub(crate) struct Connection {
     input_event: bool,
     /// How many fds a handler watches.
     watching: usize,
+    /// The watched fds put in non-blocking mode (by key), put back when unwatched.
+    watched_flags: Vec<(usize, NonBlockingGuard)>,
     /// The running request's answer line, its result written as JSON text by the handler
     /// ([`Connection::answer_text`]) after the line's opening; kept between requests so its
     /// memory is reused, and handed to the output queue whole when nothing waits there.
@@ -180,6 +182,7 @@ impl Connection {
             ready_watches: Vec::new(),
             input_event: false,
             watching: 0,
+            watched_flags: Vec::new(),
             answer_line: Vec::new(),
             answer_start: None,
             session,
@@ -569,13 +572,23 @@ impl Connection {
 
     /// Has the poller report `fd` readable under `key` (edge-triggered: whoever handles it
     /// reads until `WouldBlock`). Reported once now as well, in case input is already there.
-    pub(crate) fn watch(&mut self, fd: RawFd, key: usize) -> io::Result<()> {
+    /// The fd is put in non-blocking mode until it is unwatched: the handler reads "until
+    /// `WouldBlock`", and a blocking read there would stall the loop.
+    pub(crate) fn watch(&mut self, fd: BorrowedFd<'_>, key: usize) -> io::Result<()> {
         let token = key
             .checked_add(WATCHED)
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "watch key too large"))?;
+        let raw = fd.as_raw_fd();
         self.poll
             .registry()
-            .register(&mut SourceFd(&fd), Token(token), Interest::READABLE)?;
+            .register(&mut SourceFd(&raw), Token(token), Interest::READABLE)?;
+        match NonBlockingGuard::new(fd) {
+            Ok(guard) => self.watched_flags.push((key, guard)),
+            Err(e) => {
+                let _ = self.poll.registry().deregister(&mut SourceFd(&raw));
+                return Err(e);
+            }
+        }
         self.watching += 1;
         if !self.ready_watches.contains(&key) {
             self.ready_watches.push(key);
@@ -589,6 +602,8 @@ impl Connection {
             self.watching = self.watching.saturating_sub(1);
         }
         self.ready_watches.retain(|k| *k != key);
+        // Dropping the guard puts the fd's flags back.
+        self.watched_flags.retain(|(k, _)| *k != key);
     }
 
     /// Whether a handler watches fds of its own: then the loop looks at them once per pass even

@@ -514,12 +514,16 @@ impl<'a> Context<'a> {
     /// so that one thread serves both: a relay reads its upstream's answers without a thread
     /// of its own. Stop with [`Context::unwatch`] before closing `fd`.
     ///
+    /// While watched, `fd` is in non-blocking mode (set here if it was not, put back by
+    /// [`Context::unwatch`]), so that the handler's reads end with `WouldBlock` instead of
+    /// stalling the loop; a `ChildStdout` or `PipeReader` can be watched as it comes.
+    ///
     /// # Errors
     /// [`Error::Io`] when the poller refuses the fd (one that cannot be polled, such as a
     /// regular file, or one already watched).
     pub fn watch(&mut self, fd: BorrowedFd<'_>, key: usize) -> Result<(), Error> {
         self.conn
-            .watch(fd.as_raw_fd(), key)
+            .watch(fd, key)
             .map_err(|e| Error::io("watching an fd", e))
     }
 

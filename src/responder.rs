@@ -386,7 +386,9 @@ impl CancelToken {
 /// The loop keeps serving meanwhile. [`respond`](Responder::respond) hands the answer to the
 /// loop, which writes it unless the peer cancelled the request (then it is dropped, as MCP
 /// asks). A responder dropped without answering answers `-32603` itself, so a request is never
-/// lost silently (a worker that panics still answers).
+/// lost silently (a worker that panics still answers). When the handler that took it panics,
+/// the loop answers the request with `-32603` at once: the responder is then cancelled and its
+/// answer dropped.
 ///
 /// # Example
 /// ```

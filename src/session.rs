@@ -369,9 +369,12 @@ impl Session {
             return None;
         }
         // A panic answers here, even when a responder had been taken: its answer (the
-        // responder's drop during the unwinding) is no longer owed.
-        if !self.owed.is_empty() {
-            self.owed.remove(&id);
+        // responder's drop during the unwinding, or a thread's it was handed to) is no longer
+        // owed. That thread is told to stop, and its late answer is dropped, not written as
+        // the answer of a later request that takes the id.
+        if let Some((token, _)) = self.owed.remove(&id) {
+            token.cancel_by_peer();
+            self.superseded.push(token);
         }
         if !self.waiting.is_empty() {
             self.waiting.remove(&id);

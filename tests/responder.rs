@@ -17,7 +17,8 @@ use util::{line_channel, recv_json, request, watchdog};
 /// Methods: `later {ms}` answers from a thread after `ms` (cancellable), `drop` lets its
 /// responder go unanswered, `post` posts to the loop then answers, `ask` asks the peer
 /// `question` and answers with the peer's result, `never` keeps its responder until cancelled,
-/// `block {ms}` sleeps on the loop's own thread; anything else is answered at once.
+/// `block {ms}` sleeps on the loop's own thread, `handoff_panic {ms}` hands its responder to a
+/// thread as `later` does, then panics; anything else is answered at once.
 #[derive(Default)]
 struct Deferring {
     posts: Vec<String>,
@@ -44,14 +45,14 @@ impl Handler for Deferring {
         }
         if !matches!(
             method,
-            "later" | "drop" | "post" | "ask" | "never" | "stubborn"
+            "later" | "drop" | "post" | "ask" | "never" | "stubborn" | "handoff_panic"
         ) {
             return Ok(json!({ "now": method, "posts": self.posts.len() }));
         }
         let responder = cx.responder().expect("a request has a responder");
         assert!(cx.responder().is_none(), "the answer is taken once");
         match method {
-            "later" => {
+            "later" | "handoff_panic" => {
                 let ms = params["ms"].as_u64().unwrap_or(0);
                 thread::spawn(move || {
                     let token = responder.cancel_token();
@@ -93,6 +94,9 @@ impl Handler for Deferring {
                 });
             }
             _ => self.kept.push(responder),
+        }
+        if method == "handoff_panic" {
+            panic!("the handler panics after handing its responder to a thread");
         }
         Ok(Value::Null)
     }
@@ -471,4 +475,34 @@ fn waiting_answers_do_not_count_toward_the_in_flight_bound() {
     let mut ended: Vec<i64> = (0..3).map(|_| s.recv()["id"].as_i64().unwrap()).collect();
     ended.sort_unstable();
     assert_eq!(ended, [1, 2, 3]);
+}
+
+#[test]
+fn a_panic_after_handing_the_responder_away_leaves_a_reused_id_its_own_answer() {
+    let _w = watchdog("handoff_panic", Duration::from_secs(30));
+    let mut s = start(server());
+    s.send(&request(1, "handoff_panic", json!({ "ms": 300 })));
+    let panicked = s.recv();
+    assert_eq!(panicked["error"]["code"], -32603, "{panicked}");
+    // The id is free again: a new request takes it, and must get its own answer, not the
+    // one the panicked request's thread gives 300 ms later.
+    s.send(&request(1, "later", json!({ "ms": 600 })));
+    let mut saw_cancel = false;
+    let answer = loop {
+        let line = s.recv();
+        if line["method"] == "test/saw-cancel" {
+            saw_cancel = true;
+            continue;
+        }
+        break line;
+    };
+    assert_eq!(
+        answer,
+        json!({ "jsonrpc": "2.0", "id": 1, "result": { "slept": 600 } }),
+        "the reused id got another request's answer"
+    );
+    assert!(
+        saw_cancel,
+        "the thread holding the panicked request's responder was not told"
+    );
 }

@@ -124,3 +124,71 @@ fn a_watched_fd_is_served_by_the_loop_and_answers_from_it_go_out() {
     assert!(keys.iter().all(|k| *k == KEY), "{keys:?}");
     assert!(keys.len() >= 2, "{keys:?}");
 }
+
+/// Watches a plain `PipeReader` (blocking, as std makes it) and passes what it reads on as
+/// `feed` notifications.
+struct Feed {
+    upstream: PipeReader,
+}
+
+impl Handler for Feed {
+    fn handle_request(&mut self, req: Request, cx: &mut Context<'_>) -> Result<Value, ErrorObject> {
+        match req.method.as_str() {
+            "watch" => {
+                cx.watch(self.upstream.as_fd(), KEY)
+                    .map_err(|e| ErrorObject::internal(e.to_string()))?;
+                Ok(json!("watching"))
+            }
+            "unwatch" => {
+                cx.unwatch(self.upstream.as_fd(), KEY);
+                Ok(json!("unwatched"))
+            }
+            _ => Ok(json!("pong")),
+        }
+    }
+
+    fn handle_readable(&mut self, _key: usize, cx: &mut Context<'_>) {
+        let mut buf = [0u8; 256];
+        // As the docs say: read until the read would block.
+        while let Ok(n @ 1..) = self.upstream.read(&mut buf) {
+            let text = String::from_utf8_lossy(&buf[..n]).trim().to_owned();
+            let _ = cx.notify("feed", Some(json!(text)));
+        }
+    }
+}
+
+#[test]
+fn a_watched_blocking_pipe_does_not_stall_the_loop() {
+    let _w = watchdog("watch_blocking", Duration::from_secs(30));
+    let (up_r, mut up_w) = std::io::pipe().unwrap();
+    let (in_r, mut in_w) = std::io::pipe().unwrap();
+    let (out_r, out_w) = std::io::pipe().unwrap();
+    let (done_tx, done) = mpsc::channel();
+    let server = thread::spawn(move || {
+        let mut feed = Feed { upstream: up_r };
+        let outcome = test_server().serve(in_r.as_fd(), out_w.as_fd(), &mut feed);
+        drop(out_w);
+        let _ = done_tx.send(outcome.is_ok());
+    });
+    let output = line_channel(out_r);
+    in_w.write_all(&request(1, "watch", json!({}))).unwrap();
+    assert_eq!(recv_json(&output)["result"], "watching");
+    // The watched pipe is empty and its writer open: a blocking read in the handler would
+    // hold the loop, and this request would never be answered.
+    in_w.write_all(&request(2, "ping", json!({}))).unwrap();
+    let pong = output
+        .recv_timeout(Duration::from_secs(5))
+        .expect("the loop stalled in a read of the watched pipe");
+    assert_eq!(serde_json::from_slice::<Value>(&pong).unwrap()["id"], 2);
+    up_w.write_all(b"hello\n").unwrap();
+    assert_eq!(
+        recv_json(&output),
+        json!({"jsonrpc": "2.0", "method": "feed", "params": "hello"})
+    );
+    in_w.write_all(&request(3, "unwatch", json!({}))).unwrap();
+    assert_eq!(recv_json(&output)["result"], "unwatched");
+    drop(in_w);
+    assert!(done.recv_timeout(Duration::from_secs(20)).unwrap());
+    server.join().unwrap();
+    drop(up_w);
+}
