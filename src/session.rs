@@ -372,9 +372,12 @@ impl Session {
         // responder's drop during the unwinding, or a thread's it was handed to) is no longer
         // owed. That thread is told to stop, and its late answer is dropped, not written as
         // the answer of a later request that takes the id.
-        if let Some((token, _)) = self.owed.remove(&id) {
-            token.cancel_by_peer();
-            self.superseded.push(token);
+        // (Asked only when something is owed: hashing the id costs on every answer.)
+        if !self.owed.is_empty() {
+            if let Some((token, _)) = self.owed.remove(&id) {
+                token.cancel_by_peer();
+                self.superseded.push(token);
+            }
         }
         if !self.waiting.is_empty() {
             self.waiting.remove(&id);
