@@ -218,6 +218,9 @@ pub(crate) struct Diagnostics {
     suppressed: u64,
     /// Whether to print at all (tests of floods turn it off; counting goes on).
     pub(crate) enabled: bool,
+    /// Who is speaking, after "mcpipe: " (a client's server): many clients share one
+    /// stderr, and a line that does not say which server it is about helps nobody.
+    label: String,
 }
 
 impl Diagnostics {
@@ -227,6 +230,21 @@ impl Diagnostics {
             printed_in_window: 0,
             suppressed: 0,
             enabled,
+            label: String::new(),
+        }
+    }
+
+    /// Names the speaker in every later line: "mcpipe: {label}: ...".
+    pub(crate) fn set_label(&mut self, label: String) {
+        self.label = label;
+    }
+
+    /// The start of every line.
+    fn prefix(&self) -> String {
+        if self.label.is_empty() {
+            "mcpipe: ".to_owned()
+        } else {
+            format!("mcpipe: {}: ", self.label)
         }
     }
 
@@ -242,7 +260,8 @@ impl Diagnostics {
         if window_over {
             if self.suppressed > 0 {
                 line(&format!(
-                    "mcpipe: {} more bad input lines were not described",
+                    "{}{} more bad input lines were not described",
+                    self.prefix(),
                     self.suppressed
                 ));
                 self.suppressed = 0;
@@ -252,7 +271,7 @@ impl Diagnostics {
         }
         if self.printed_in_window < LINES_PER_WINDOW {
             self.printed_in_window += 1;
-            line(&format!("mcpipe: {}", describe()));
+            line(&format!("{}{}", self.prefix(), describe()));
         } else {
             self.suppressed += 1;
         }
@@ -262,7 +281,7 @@ impl Diagnostics {
     /// rare): a flood of bad lines must not hide it, nor be summarised as including it.
     pub(crate) fn notice(&self, text: &str) {
         if self.enabled {
-            line(&format!("mcpipe: {text}"));
+            line(&format!("{}{text}", self.prefix()));
         }
     }
 }

@@ -183,7 +183,7 @@ fn notifications_are_queued_in_order() {
 }
 
 const FULL_QUEUE: &str = "MCPIPE_TEST_FULL_NOTIFICATION_QUEUE";
-const QUEUE_FULL_NOTICE: &str = "mcpipe: the server's notifications are not being taken and \
+const QUEUE_FULL_NOTICE: &str = "the server's notifications are not being taken and \
                                  the queue is full (10000 waiting)";
 
 #[test]

@@ -233,6 +233,7 @@ impl Client {
     /// down before the error is returned.
     fn launch(&mut self) -> Result<(), Error> {
         let process = ServerProcess::spawn(&self.spawn, self.settings.max_message_bytes)?;
+        self.diagnostics.set_label(self.spawn.label(process.pid()));
         self.process = Some(process);
         self.dead = None;
         self.closed = false;

@@ -56,6 +56,30 @@ pub(crate) struct Spawn {
     pub(crate) cwd: Option<PathBuf>,
 }
 
+/// The longest command line a server's label shows; the rest becomes "...".
+const LABEL_COMMAND_CHARS: usize = 60;
+
+impl Spawn {
+    /// Names the server `pid` started from this command in the client's stderr lines, so that
+    /// a host with many clients can tell whose line it is: "server python3 srv.py (pid 42)".
+    pub(crate) fn label(&self, pid: u32) -> String {
+        let program = std::path::Path::new(&self.program)
+            .file_name()
+            .unwrap_or(&self.program)
+            .to_string_lossy();
+        let mut command = program.into_owned();
+        for arg in &self.args {
+            command.push(' ');
+            command.push_str(&arg.to_string_lossy());
+        }
+        if command.chars().count() > LABEL_COMMAND_CHARS {
+            command = command.chars().take(LABEL_COMMAND_CHARS).collect();
+            command.push_str("...");
+        }
+        format!("server {command} (pid {pid})")
+    }
+}
+
 /// How a server ended when the client shut it down.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
