@@ -322,9 +322,9 @@ impl<'a> Context<'a> {
     /// While waiting, input is read ahead: every message that is not this response stays
     /// queued in arrival order for after the handler returns. The wait ends early when the
     /// request being handled is cancelled, a signal arrives or the peer goes away. When the
-    /// deadline passes and the loop knows a cancel method ([`Handler::cancel_method`]), the
-    /// peer is told the request is cancelled; a late response then goes to
-    /// [`Handler::handle_response`].
+    /// wait ends early that way, or the deadline passes, and the loop knows a cancel method
+    /// ([`Handler::cancel_method`]), the peer is told this request is cancelled; a late
+    /// response then goes to [`Handler::handle_response`].
     ///
     /// # Errors
     /// [`Error::Rpc`] when the peer answered with an error, [`Error::Timeout`] at the
@@ -348,6 +348,8 @@ impl<'a> Context<'a> {
                 break response.result.map_err(Error::Rpc);
             }
             if self.conn.interrupted() {
+                // The question is moot: the peer is told, as at the deadline.
+                self.give_up_question(&id, "the request that asked was cancelled");
                 break Err(self.interruption());
             }
             if self.conn.session.input_eof {
@@ -356,12 +358,7 @@ impl<'a> Context<'a> {
                 break Err(Error::InputEnded);
             }
             if Instant::now() >= deadline {
-                if let Some(cancel) = self.conn.session.cancel_method().map(str::to_owned) {
-                    let reason = "no response before the deadline";
-                    let params =
-                        serde_json::json!({ "requestId": id.to_value(), "reason": reason });
-                    let _ = self.notify(&cancel, Some(params));
-                }
+                self.give_up_question(&id, "no response before the deadline");
                 break Err(Error::Timeout {
                     method: method.to_owned(),
                     elapsed: started.elapsed(),
@@ -375,6 +372,15 @@ impl<'a> Context<'a> {
         self.conn.session.awaiting = None;
         self.conn.session.arrived = None;
         outcome
+    }
+
+    /// Tells the peer that the request `id` it was asked is cancelled, when the loop knows a
+    /// cancel method (and the peer is there to hear it).
+    fn give_up_question(&mut self, id: &RequestId, reason: &str) {
+        if let Some(cancel) = self.conn.session.cancel_method().map(str::to_owned) {
+            let params = serde_json::json!({ "requestId": id.to_value(), "reason": reason });
+            let _ = self.notify(&cancel, Some(params));
+        }
     }
 
     /// Runs `command` to completion in a process group of its own, stdin from `/dev/null`,

@@ -34,6 +34,9 @@ use crate::write_queue::WriteQueue;
 /// cost more than their bytes).
 const READ_AHEAD_MESSAGES: usize = 100_000;
 
+/// How many requests to the peer that were given up on are remembered for their late answers.
+const GIVEN_UP_KEPT: usize = 1024;
+
 /// Limits a session works within, from the server's configuration.
 #[derive(Debug, Clone)]
 pub(crate) struct Limits {
@@ -91,6 +94,10 @@ pub(crate) struct Session {
     pub(crate) waiting: IdSet,
     /// Requests other threads sent to the peer, and where their responses go.
     outbound: IdMap<Sender<Response>>,
+    /// Requests to the peer whose sender gave up (its deadline, or its request cancelled),
+    /// newest last, at most [`GIVEN_UP_KEPT`]: a late answer to one is dropped, as
+    /// `Responder::call` promises, instead of reaching `Handler::handle_response`.
+    given_up: VecDeque<RequestId>,
     /// The peer's input ended and every line of it was handled: requests to the peer are no
     /// longer sent (their senders learn it as the reply channel closes).
     outbound_ended: bool,
@@ -181,6 +188,7 @@ impl Session {
             superseded: Vec::new(),
             waiting: IdSet::default(),
             outbound: IdMap::default(),
+            given_up: VecDeque::new(),
             outbound_ended: false,
             posts: VecDeque::new(),
             cancelled_owed: VecDeque::new(),
@@ -292,6 +300,10 @@ impl Session {
             }
             Event::Forget { id, reason } => {
                 if self.outbound.remove(&id).is_some() {
+                    if self.given_up.len() == GIVEN_UP_KEPT {
+                        self.given_up.pop_front();
+                    }
+                    self.given_up.push_back(id.clone());
                     if let Some(cancel) = self.cancel_method.clone() {
                         let params = serde_json::json!({
                             "requestId": id.to_value(),
@@ -609,16 +621,27 @@ impl Session {
     }
 
     /// Hands a response to the thread that sent the request, if one did; `Err` gives it back.
+    /// A late answer to a request whose sender gave up is dropped (`None` too).
     pub(crate) fn route_response(&mut self, response: Response) -> Option<Response> {
-        if self.outbound.is_empty() {
+        if self.outbound.is_empty() && self.given_up.is_empty() {
             return Some(response);
         }
-        let Some(reply) = response.id.as_ref().and_then(|id| self.outbound.remove(id)) else {
+        let Some(id) = response.id.as_ref() else {
+            // An error about a line the peer could not read: the handler's.
             return Some(response);
         };
-        // The sender may have given up meanwhile; then the answer is simply late.
-        let _ = reply.send(response);
-        None
+        if let Some(reply) = self.outbound.remove(id) {
+            // The sender may have given up meanwhile; then the answer is simply late.
+            let _ = reply.send(response);
+            return None;
+        }
+        match self.given_up.iter().rposition(|given_up| given_up == id) {
+            Some(at) => {
+                self.given_up.remove(at);
+                None
+            }
+            None => Some(response),
+        }
     }
 
     /// Whether the peer cancelled this request while it waited to start (`cancellable`: it may

@@ -407,3 +407,30 @@ fn a_ping_is_answered_at_once_while_requests_wait_for_a_slot() {
     assert_eq!(ids, [1, 2, 3, 4, 6]);
     s.ended_within(Duration::from_secs(10));
 }
+
+#[test]
+fn a_question_asked_on_the_loop_is_cancelled_on_the_wire_when_its_request_is() {
+    let _w = watchdog("loop_ask_cancelled", Duration::from_secs(30));
+    let mut s = start(server());
+    let lines = s.lines();
+    s.send(&request(1, "ask", json!({})));
+    let question = recv_json(&lines);
+    assert_eq!(question["method"], "question", "{question}");
+    // The peer cancels the request that asked: the handler stops waiting, and the peer is
+    // told that its question need not be answered.
+    s.send(
+        br#"{"jsonrpc":"2.0","method":"cancel","params":{"requestId":1}}
+"#,
+    );
+    s.send(&request(2, "ping", json!({})));
+    let mut seen = Vec::new();
+    while !seen.iter().any(|m: &Value| m["id"] == 2) {
+        seen.push(recv_json(&lines));
+    }
+    assert!(
+        seen.iter()
+            .any(|m| m["method"] == "cancel" && m["params"]["requestId"] == question["id"]),
+        "the question of a cancelled request is left open: {seen:?}"
+    );
+    assert!(!seen.iter().any(|m| m["id"] == 1), "answered: {seen:?}");
+}

@@ -274,9 +274,14 @@ fn a_client_request_times_out_and_is_cancelled() {
 fn cancelling_the_call_ends_the_wait_for_the_client() {
     let mut client = serve(server, json!({ "sampling": {} }));
     client.call(1, "ask", json!({}));
-    assert_eq!(client.next()["method"], "sampling/createMessage");
+    let asked = client.next();
+    assert_eq!(asked["method"], "sampling/createMessage");
     client.send(json!({ "jsonrpc": "2.0", "method": "notifications/cancelled", "params": { "requestId": 1 } }));
     client.request(2, "ping", json!({}));
+    // The client is told its sampling request is moot, and the cancelled call gets no response.
+    let told = client.next();
+    assert_eq!(told["method"], "notifications/cancelled", "{told}");
+    assert_eq!(told["params"]["requestId"], asked["id"], "{told}");
     let next = client.next();
     assert_eq!(next["id"], 2, "the cancelled call gets no response: {next}");
 }

@@ -45,7 +45,14 @@ impl Handler for Deferring {
         }
         if !matches!(
             method,
-            "later" | "drop" | "post" | "ask" | "never" | "stubborn" | "handoff_panic"
+            "later"
+                | "drop"
+                | "post"
+                | "ask"
+                | "ask_briefly"
+                | "never"
+                | "stubborn"
+                | "handoff_panic"
         ) {
             return Ok(json!({ "now": method, "posts": self.posts.len() }));
         }
@@ -87,9 +94,10 @@ impl Handler for Deferring {
                     responder.respond(Ok(json!("posted")));
                 });
             }
-            "ask" => {
+            "ask" | "ask_briefly" => {
+                let wait = if method == "ask" { 5000 } else { 200 };
                 thread::spawn(move || {
-                    let answer = responder.call("question", None, Duration::from_secs(5));
+                    let answer = responder.call("question", None, Duration::from_millis(wait));
                     responder.respond(answer.map_err(|e| ErrorObject::internal(e.to_string())));
                 });
             }
@@ -103,6 +111,12 @@ impl Handler for Deferring {
 
     fn handle_post(&mut self, data: Box<dyn std::any::Any + Send>, _cx: &mut Context<'_>) {
         self.posts.push(*data.downcast::<String>().unwrap());
+    }
+
+    fn handle_response(&mut self, response: mcpipe::Response, cx: &mut Context<'_>) {
+        // Where the test can see it: a response no thread took.
+        let id = response.id.map(|id| id.to_value());
+        let _ = cx.notify("test/stray-response", Some(json!(id)));
     }
 
     fn cancel_method(&self) -> Option<&str> {
@@ -504,5 +518,37 @@ fn a_panic_after_handing_the_responder_away_leaves_a_reused_id_its_own_answer() 
     assert!(
         saw_cancel,
         "the thread holding the panicked request's responder was not told"
+    );
+}
+
+#[test]
+fn a_late_answer_to_a_question_a_thread_gave_up_on_is_dropped() {
+    let _w = watchdog("ask_late", Duration::from_secs(30));
+    let mut s = start(server());
+    s.send(&request(1, "ask_briefly", json!({})));
+    let question = s.recv();
+    assert_eq!(question["method"], "question", "{question}");
+    let id = question["id"].clone();
+    // The thread gives up after 200 ms: the peer is told, and the request is answered.
+    let mut seen = Vec::new();
+    while !seen.iter().any(|m: &Value| m["id"] == 1) {
+        seen.push(s.recv());
+    }
+    assert!(
+        seen.iter()
+            .any(|m| m["method"] == "cancel" && m["params"]["requestId"] == id),
+        "{seen:?}"
+    );
+    // The answer comes late; then a request whose answer shows the late one was handled.
+    let reply = json!({ "jsonrpc": "2.0", "id": id, "result": { "answer": 42 } });
+    s.send(format!("{reply}\n").as_bytes());
+    s.send(&request(2, "quick", json!({})));
+    let mut after = Vec::new();
+    while !after.iter().any(|m: &Value| m["id"] == 2) {
+        after.push(s.recv());
+    }
+    assert!(
+        !after.iter().any(|m| m["method"] == "test/stray-response"),
+        "the late answer reached the handler as a stray response: {after:?}"
     );
 }
