@@ -658,8 +658,8 @@ pub(crate) fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
 /// (Linux `PR_SET_PDEATHSIG`), so a server cannot outlive a client that crashed. Does nothing
 /// on other systems.
 ///
-/// The kernel ties this to the spawning *thread*, not the process: a client spawned on a thread
-/// that exits while the client lives on elsewhere loses its server then.
+/// The kernel ties this to the spawning *thread*, not the process: the client forks its servers
+/// on a thread that outlives them (`client::spawner`), not on the caller's.
 pub(crate) fn kill_child_with_parent(command: &mut std::process::Command) {
     #[cfg(target_os = "linux")]
     {

@@ -140,3 +140,23 @@ fn a_server_that_exits_by_itself_is_reaped_at_close() {
         assert_eq!(shutdown.status.unwrap().code(), Some(3));
     });
 }
+
+#[test]
+fn a_client_spawned_on_a_thread_that_ends_keeps_its_server() {
+    // Linux kills a server when the thread that forked it ends (the parent-death signal that
+    // keeps a crashed client from leaving servers behind): a pool's worker or a scoped thread
+    // that spawns clients for others must not take their servers with it.
+    watchdog(LIMIT, || {
+        let (mut client, shared) = std::thread::scope(|scope| {
+            let plain = scope.spawn(|| fixture("good_server.py").spawn().unwrap());
+            let shared = scope.spawn(|| fixture("good_server.py").spawn_shared().unwrap());
+            (plain.join().unwrap(), shared.join().unwrap())
+        });
+        // Both spawning threads have ended; a signal sent then would have landed by now.
+        std::thread::sleep(Duration::from_millis(200));
+        client.ping().unwrap();
+        shared.ping().unwrap();
+        assert_eq!(client.close().stage, ShutdownStage::StdinClosed);
+        assert_eq!(shared.close().stage, ShutdownStage::StdinClosed);
+    });
+}

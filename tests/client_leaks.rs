@@ -28,8 +28,15 @@ fn threads() -> Option<usize> {
 #[test]
 fn no_fd_thread_or_child_outlives_a_client() {
     watchdog(Duration::from_secs(60), || {
-        // Warm up: the first client may initialise process-wide state lazily.
+        // Warm up: the first client may initialise process-wide state lazily. No thread is
+        // part of it: the thread servers are forked on ends with the last of them.
+        let threads_at_start = threads();
         drop(fixture("good_server.py").spawn().unwrap());
+        assert_eq!(
+            threads(),
+            threads_at_start,
+            "a thread outlives the first client"
+        );
         let fds = count(FDS);
         assert!(fds > 2, "no fds listed in {FDS}");
         let threads_before = threads();

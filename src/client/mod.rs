@@ -24,6 +24,7 @@ mod retry;
 mod rounds;
 mod session;
 mod shared;
+mod spawner;
 mod tasks;
 mod wait;
 

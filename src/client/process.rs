@@ -23,6 +23,8 @@ use crate::readiness::{Fill, Input, Output};
 use crate::sys::{self, SigpipeIgnored};
 use crate::write_queue::WriteQueue;
 
+use super::spawner::{self, Lease};
+
 const STDOUT: Token = Token(0);
 const STDERR: Token = Token(1);
 const STDIN: Token = Token(2);
@@ -181,6 +183,9 @@ pub(crate) struct ServerProcess {
     /// Descendants that may have left the process group: killed at shutdown too.
     tree: ProcessTree,
     _sigpipe: SigpipeIgnored,
+    /// Keeps the thread the server was forked on alive while the server may run; dropped
+    /// last, after `Drop` ended the server.
+    _spawner: Lease,
 }
 
 impl ServerProcess {
@@ -210,7 +215,9 @@ impl ServerProcess {
         sys::kill_child_with_parent(&mut command);
         // SIGPIPE must not kill us when the server closes its stdin while we write to it.
         let sigpipe = SigpipeIgnored::new().map_err(|e| Error::io("ignoring SIGPIPE", e))?;
-        let mut child = command.spawn().map_err(|source| Error::Spawn {
+        // Forked on the spawner thread, which outlives the caller's (see `spawner`); the lease
+        // is dropped after the child (declared first, it drops last on every path).
+        let (mut child, lease) = spawner::spawn(command).map_err(|source| Error::Spawn {
             program: spec.program.to_string_lossy().into_owned(),
             source,
         })?;
@@ -280,6 +287,7 @@ impl ServerProcess {
             max_message_bytes,
             tree: ProcessTree::new(pgid as u32),
             _sigpipe: sigpipe,
+            _spawner: lease,
         })
     }
 
