@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use util::mcp::Proc;
 use util::watchdog;
-use util::wrap::{burst, pid_file, pids_in, received, received_until, wrapped};
+use util::wrap::{burst, pids_in, received, received_until, wrapped, HeldFiles};
 
 /// `tools/call` of `tool` as a line.
 fn call(id: i64, tool: &str) -> String {
@@ -59,16 +59,15 @@ fn answered(messages: &[Value]) -> Vec<Value> {
 #[test]
 fn a_cancelled_request_still_queued_in_the_wrapper_never_reaches_the_server() {
     let _w = watchdog("wrap_cancel_queued", Duration::from_secs(60));
-    let log = pid_file("cancel-queued");
-    let go = log.with_extension("go");
-    let _ = std::fs::remove_file(&go);
+    let files = HeldFiles::new("cancel-queued");
+    let log = &files.log;
     let mut p = wrapped(&[], "held", log.to_str());
     burst(&mut p);
     p.result(0);
     p.result(1);
     // The server takes call 2 and then reads nothing until told to.
     p.write_raw(call(2, "hold").as_bytes());
-    let got = received_until(&log, Duration::from_secs(10), |m| m["id"] == 2);
+    let got = received_until(log, Duration::from_secs(10), |m| m["id"] == 2);
     assert!(got.iter().any(|m| m["id"] == 2), "{got:?}");
     // Call 3 goes into the empty pipe (written); 4 and 5 wait for the server to take it.
     p.write_raw(
@@ -84,13 +83,13 @@ fn a_cancelled_request_still_queued_in_the_wrapper_never_reaches_the_server() {
     sync(&mut p);
     // The id of a cancelled request is free again: a new request under it goes on.
     p.write_raw(call(4, "echo").as_bytes());
-    std::fs::write(&go, b"").unwrap();
+    files.release();
     // Once the server answered the new 4, it has received all that came before it.
     let (before, last) = p.until_response(4);
-    let calls = of(&log, "tools/call", "id");
-    assert_eq!(calls, [2, 3, 5, 4], "{:?}", received(&log));
-    let cancelled = of(&log, "notifications/cancelled", "requestId");
-    assert_eq!(cancelled, [3], "{:?}", received(&log));
+    let calls = of(log, "tools/call", "id");
+    assert_eq!(calls, [2, 3, 5, 4], "{:?}", received(log));
+    let cancelled = of(log, "notifications/cancelled", "requestId");
+    assert_eq!(cancelled, [3], "{:?}", received(log));
     assert!(last.get("result").is_some(), "{last}");
     let mut ids = answered(&before);
     ids.sort_by_key(|v| v.as_i64());
@@ -104,8 +103,6 @@ fn a_cancelled_request_still_queued_in_the_wrapper_never_reaches_the_server() {
         !stderr.contains("no request in flight"),
         "a late answer to a cancelled request reported as a fault: {stderr}"
     );
-    let _ = std::fs::remove_file(&log);
-    let _ = std::fs::remove_file(&go);
 }
 
 #[test]
@@ -115,9 +112,8 @@ fn a_request_cancelled_while_the_server_restarts_reaches_no_server() {
     // crash (the next server is not even started, or holds call 1, with 2 in its pipe: either
     // way 3 never left the wrapper).
     let _w = watchdog("wrap_cancel_restart", Duration::from_secs(60));
-    let log = pid_file("cancel-restart");
-    let go = log.with_extension("go");
-    let _ = std::fs::remove_file(&go);
+    let files = HeldFiles::new("cancel-restart");
+    let log = &files.log;
     let mut p = wrapped(&[], "deaf-first", log.to_str());
     let init = json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
         "protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}});
@@ -134,25 +130,23 @@ fn a_request_cancelled_while_the_server_restarts_reaches_no_server() {
     p.cancel(3);
     sync(&mut p);
     let until = Instant::now() + Duration::from_secs(10);
-    while pids_in(&log).len() < 2 {
+    while pids_in(log).len() < 2 {
         assert!(Instant::now() < until, "the server was never restarted");
         std::thread::sleep(Duration::from_millis(10));
     }
-    std::fs::write(&go, b"").unwrap();
+    files.release();
     p.write_raw(call(4, "echo").as_bytes());
     let (before, last) = p.until_response(4);
-    let calls = of(&log, "tools/call", "id");
-    assert_eq!(calls, [1, 2, 4], "{:?}", received(&log));
-    let cancelled = of(&log, "notifications/cancelled", "requestId");
-    assert!(cancelled.is_empty(), "{:?}", received(&log));
+    let calls = of(log, "tools/call", "id");
+    assert_eq!(calls, [1, 2, 4], "{:?}", received(log));
+    let cancelled = of(log, "notifications/cancelled", "requestId");
+    assert!(cancelled.is_empty(), "{:?}", received(log));
     assert!(last.get("result").is_some(), "{last}");
     let mut ids = answered(&before);
     ids.sort_by_key(|v| v.as_i64());
     assert_eq!(ids, [1, 2], "no answer for the cancelled 3: {before:?}");
     p.close_stdin();
     assert_eq!(p.wait_exit(), Some(0));
-    let _ = std::fs::remove_file(&log);
-    let _ = std::fs::remove_file(&go);
 }
 
 #[test]
@@ -162,15 +156,14 @@ fn cancelling_the_queued_requests_frees_the_clients_held_input() {
     // them: their lines are taken back, the bytes waiting fall, and the wrapper reads on: it
     // answers a bad line while the server still holds call 2.
     let _w = watchdog("wrap_cancel_hold", Duration::from_secs(60));
-    let log = pid_file("cancel-hold");
-    let go = log.with_extension("go");
-    let _ = std::fs::remove_file(&go);
+    let files = HeldFiles::new("cancel-hold");
+    let log = &files.log;
     let mut p = wrapped(&[], "held", log.to_str());
     burst(&mut p);
     p.result(0);
     p.result(1);
     p.write_raw(call(2, "hold").as_bytes());
-    received_until(&log, Duration::from_secs(10), |m| m["id"] == 2);
+    received_until(log, Duration::from_secs(10), |m| m["id"] == 2);
     let text = "x".repeat(64 << 10);
     let calls: String = (3..30)
         .map(|id| {
@@ -185,17 +178,15 @@ fn cancelling_the_queued_requests_frees_the_clients_held_input() {
         p.cancel(id);
     }
     sync(&mut p);
-    std::fs::write(&go, b"").unwrap();
+    files.release();
     p.write_raw(call(30, "echo").as_bytes());
     let (before, last) = p.until_response(30);
-    let got = of(&log, "tools/call", "id");
-    assert_eq!(got, [2, 3, 30], "{:?}", received(&log));
+    let got = of(log, "tools/call", "id");
+    assert_eq!(got, [2, 3, 30], "{:?}", received(log));
     assert!(last.get("result").is_some(), "{last}");
     let mut ids = answered(&before);
     ids.sort_by_key(|v| v.as_i64());
     assert_eq!(ids, [2, 3], "{before:?}");
     p.close_stdin();
     assert_eq!(p.wait_exit(), Some(0));
-    let _ = std::fs::remove_file(&log);
-    let _ = std::fs::remove_file(&go);
 }

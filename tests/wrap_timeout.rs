@@ -4,41 +4,39 @@
 
 mod util;
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use util::mcp::Proc;
 use util::watchdog;
-use util::wrap::{burst, pid_file, pids_in, received, received_until, responses, wrapped};
+use util::wrap::{burst, pids_in, received, received_until, responses, wrapped, HeldFiles};
 
 /// The `held` fixture behind `mcpipe wrap --timeout-ms 1000`, past the handshake; its log, and
 /// the file that lets it read on. A notification starts it first, so that its start-up counts
 /// against no deadline.
-fn held(test: &str) -> (Proc, PathBuf, PathBuf) {
-    let log = pid_file(test);
-    let go = log.with_extension("go");
-    let _ = std::fs::remove_file(&go);
-    let mut p = wrapped(&["--timeout-ms", "1000"], "held", log.to_str());
+fn held(test: &str) -> (Proc, HeldFiles) {
+    let files = HeldFiles::new(test);
+    let mut p = wrapped(&["--timeout-ms", "1000"], "held", files.log.to_str());
     p.notify("notifications/roots/list_changed", json!({}));
     let until = Instant::now() + Duration::from_secs(10);
-    while pids_in(&log).is_empty() {
+    while pids_in(&files.log).is_empty() {
         assert!(Instant::now() < until, "the server never started");
         std::thread::sleep(Duration::from_millis(10));
     }
     burst(&mut p);
     p.result(0);
     p.result(1);
-    (p, log, go)
+    (p, files)
 }
 
 #[test]
 fn a_request_answered_at_its_deadline_before_it_was_written_never_reaches_the_server() {
     let _w = watchdog("wrap_timeout_unwritten", Duration::from_secs(60));
-    let (mut p, log, go) = held("timeout-unwritten");
+    let (mut p, files) = held("timeout-unwritten");
+    let log = &files.log;
     // The server takes call 2 and then reads nothing until told to.
     p.call(2, "hold", json!({}));
-    let got = received_until(&log, Duration::from_secs(10), |m| m["id"] == 2);
+    let got = received_until(log, Duration::from_secs(10), |m| m["id"] == 2);
     assert!(got.iter().any(|m| m["id"] == 2), "{got:?}");
     // Call 3 goes into the empty pipe (written); 4 and 5 wait for the server to take it.
     let call = |id: i64| {
@@ -52,12 +50,12 @@ fn a_request_answered_at_its_deadline_before_it_was_written_never_reaches_the_se
         let message = answer["error"]["message"].as_str().unwrap_or_default();
         assert!(message.contains("within 1000 ms"), "{id}: {answer}");
     }
-    std::fs::write(&go, b"").unwrap();
+    files.release();
     // Once the server answered a later call, it has received all that came before (the
     // cancellations too: each is queued before the client has the error).
     p.call(6, "echo", json!({}));
     p.result(6);
-    let got = received(&log);
+    let got = received(log);
     let of = |method: &str, field: &str| -> Vec<Value> {
         got.iter()
             .filter(|m| m["method"] == method)
@@ -76,8 +74,6 @@ fn a_request_answered_at_its_deadline_before_it_was_written_never_reaches_the_se
         !stderr.contains("no request in flight"),
         "a late answer to a timed-out request reported as a fault: {stderr}"
     );
-    let _ = std::fs::remove_file(&log);
-    let _ = std::fs::remove_file(&go);
 }
 
 #[test]
@@ -86,9 +82,10 @@ fn requests_answered_at_their_deadline_free_the_held_input_of_a_server_that_read
     // more input. At their deadline they are dropped from the queue, and the client's next
     // request is read and answered (by the wrapper, at its own deadline) without the server.
     let _w = watchdog("wrap_timeout_hold", Duration::from_secs(60));
-    let (mut p, log, go) = held("timeout-hold");
+    let (mut p, files) = held("timeout-hold");
+    let log = &files.log;
     p.call(2, "hold", json!({}));
-    received_until(&log, Duration::from_secs(10), |m| m["id"] == 2);
+    received_until(log, Duration::from_secs(10), |m| m["id"] == 2);
     let text = "x".repeat(64 << 10);
     let mut bytes = String::new();
     for id in 3..40 {
@@ -114,15 +111,13 @@ fn requests_answered_at_their_deadline_free_the_held_input_of_a_server_that_read
         started.elapsed()
     );
     let stdin = writer.join().unwrap();
-    std::fs::write(&go, b"").unwrap();
+    files.release();
     drop(stdin);
     assert_eq!(p.wait_exit(), Some(0));
-    let calls: Vec<Value> = received(&log)
+    let calls: Vec<Value> = received(log)
         .into_iter()
         .filter(|m| m["method"] == "tools/call")
         .map(|m| m["id"].clone())
         .collect();
     assert_eq!(calls, [2, 3], "only those written before their deadline");
-    let _ = std::fs::remove_file(&log);
-    let _ = std::fs::remove_file(&go);
 }

@@ -22,6 +22,34 @@ pub fn wrapped(flags: &[&str], mode: &str, arg: Option<&str>) -> Proc {
     Proc::spawn(cmd)
 }
 
+/// The files of a `held` or `deaf-first` fixture: its log, and the file whose existence lets
+/// it read on ([`HeldFiles::release`]); both removed when dropped, a failed test's too.
+pub struct HeldFiles {
+    pub log: PathBuf,
+    pub go: PathBuf,
+}
+
+impl HeldFiles {
+    pub fn new(test: &str) -> HeldFiles {
+        let log = pid_file(test);
+        let go = log.with_extension("go");
+        let _ = std::fs::remove_file(&go);
+        HeldFiles { log, go }
+    }
+
+    /// Lets the fixture read on.
+    pub fn release(&self) {
+        std::fs::write(&self.go, b"").unwrap();
+    }
+}
+
+impl Drop for HeldFiles {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.log);
+        let _ = std::fs::remove_file(&self.go);
+    }
+}
+
 /// A scratch file for a fixture's pids.
 pub fn pid_file(test: &str) -> PathBuf {
     let path = std::env::temp_dir().join(format!("mcpipe-wrap-{test}-{}", std::process::id()));
