@@ -71,6 +71,13 @@ pub trait Handler {
         let _ = (request, cx);
     }
 
+    /// Runs once, on the loop's thread, before the loop first reads its input: the place to
+    /// watch fds of the handler's own ([`Context::watch`]), hand a [`Context::loop_handle`] to
+    /// threads, or send a first notification, without waiting for the peer's first message.
+    fn on_start(&mut self, cx: &mut Context<'_>) {
+        let _ = cx;
+    }
+
     /// Runs after each pass of messages the loop handled (every complete line it held, or as
     /// many as its output and in-flight bounds let it start), before it reads more or sleeps:
     /// a handler that gathers output of its own (a relay's lines for its upstream) sends it

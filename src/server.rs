@@ -264,6 +264,12 @@ impl Server {
         conn.shutdown_grace = self.shutdown_grace;
         conn.session.quick_methods = handler.methods_answered_at_once();
         conn.session.set_params_apart(handler.params_apart());
+        if let Err(panic) = catch_panic(|| handler.on_start(&mut Context::new(conn, None))) {
+            conn.session.stats.handler_panics += 1;
+            diagnostics::line(&format!(
+                "mcpipe: the handler panicked as it started: {panic}"
+            ));
+        }
         loop {
             if conn.watches() {
                 conn.wait(Some(Duration::ZERO))?;

@@ -192,3 +192,53 @@ fn a_watched_blocking_pipe_does_not_stall_the_loop() {
     server.join().unwrap();
     drop(up_w);
 }
+
+/// Watches its pipe from the start and tells the peer each word that arrives on it.
+struct Announcer {
+    upstream: Receiver,
+}
+
+impl Handler for Announcer {
+    fn handle_request(
+        &mut self,
+        req: Request,
+        _cx: &mut Context<'_>,
+    ) -> Result<Value, ErrorObject> {
+        Err(ErrorObject::method_not_found(&req.method))
+    }
+
+    fn on_start(&mut self, cx: &mut Context<'_>) {
+        cx.watch(self.upstream.as_fd(), KEY).unwrap();
+    }
+
+    fn handle_readable(&mut self, _key: usize, cx: &mut Context<'_>) {
+        let mut buf = [0u8; 256];
+        while let Ok(n @ 1..) = self.upstream.read(&mut buf) {
+            let text = String::from_utf8_lossy(&buf[..n]).trim().to_owned();
+            let _ = cx.notify("test/arrived", Some(json!(text)));
+        }
+    }
+}
+
+#[test]
+fn a_handler_watches_from_the_start_before_the_peer_says_anything() {
+    let _w = watchdog("watch_on_start", Duration::from_secs(30));
+    let (up_r, mut up_w) = std::io::pipe().unwrap();
+    let upstream = nonblocking(up_r);
+    let (in_r, in_w) = std::io::pipe().unwrap();
+    let (out_r, out_w) = std::io::pipe().unwrap();
+    let server = thread::spawn(move || {
+        let mut announcer = Announcer { upstream };
+        let outcome = test_server().serve(in_r.as_fd(), out_w.as_fd(), &mut announcer);
+        drop(out_w);
+        outcome.is_ok()
+    });
+    let output = line_channel(out_r);
+    // Nothing on the input: only the watch set up in `on_start` can wake the loop.
+    up_w.write_all(b"hello\n").unwrap();
+    let told = recv_json(&output);
+    assert_eq!(told["method"], "test/arrived", "{told}");
+    assert_eq!(told["params"], "hello", "{told}");
+    drop(in_w);
+    assert!(server.join().unwrap());
+}
