@@ -1,4 +1,5 @@
-//! Maps and sets keyed by request ids, with a hasher much cheaper than the standard one.
+//! Maps and sets keyed by request ids, with a hasher much cheaper than the standard one, and
+//! the short memory of requests given up on ([`GivenUp`]).
 //!
 //! The standard hasher (SipHash) resists chosen-key flooding at about 60 instructions per
 //! id; a relay hashes each id four times on its way through. Flooding does not apply to
@@ -6,7 +7,7 @@
 //! flight, so even ids that all collide cost a scan of that many entries, not an unbounded
 //! one.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::message::RequestId;
@@ -16,6 +17,40 @@ pub(crate) type IdMap<V> = HashMap<RequestId, V, BuildHasherDefault<IdHasher>>;
 
 /// A set of in-flight request ids.
 pub(crate) type IdSet = HashSet<RequestId, BuildHasherDefault<IdHasher>>;
+
+/// How many requests given up on are remembered (a few KiB of ids at most).
+const GIVEN_UP_KEPT: usize = 1024;
+
+/// Requests given up on while the other side may still answer them (their deadline passed, or
+/// they were cancelled after they were sent), newest last, the last [`GIVEN_UP_KEPT`]: a late
+/// answer to one is expected, and is dropped without being taken for a stray.
+#[derive(Debug, Default)]
+pub(crate) struct GivenUp(VecDeque<RequestId>);
+
+impl GivenUp {
+    /// Remembers `id`, forgetting the oldest beyond the bound.
+    pub(crate) fn note(&mut self, id: RequestId) {
+        if self.0.len() == GIVEN_UP_KEPT {
+            self.0.pop_front();
+        }
+        self.0.push_back(id);
+    }
+
+    /// Whether `id` was given up on; it is forgotten, as a request gets one answer.
+    pub(crate) fn take(&mut self, id: &RequestId) -> bool {
+        match self.0.iter().rposition(|kept| kept == id) {
+            Some(at) => {
+                self.0.remove(at);
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
 
 /// A multiply-rotate hash over machine words (the scheme of rustc's own `FxHasher`).
 #[derive(Debug, Default, Clone, Copy)]
@@ -97,5 +132,20 @@ mod tests {
         let mut h = IdHasher::default();
         "x".hash(&mut h);
         assert_ne!(h.finish(), 0);
+    }
+
+    #[test]
+    fn given_up_ids_are_taken_once_and_the_oldest_forgotten_beyond_the_bound() {
+        let mut given_up = GivenUp::default();
+        for n in 0..=GIVEN_UP_KEPT as i64 {
+            given_up.note(RequestId::from(n));
+        }
+        assert!(
+            !given_up.take(&RequestId::from(0)),
+            "the oldest is forgotten"
+        );
+        assert!(given_up.take(&RequestId::from(1)));
+        assert!(!given_up.take(&RequestId::from(1)), "taken once");
+        assert!(given_up.take(&RequestId::from(GIVEN_UP_KEPT as i64)));
     }
 }

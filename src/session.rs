@@ -19,7 +19,7 @@ use crate::batch_answers::PendingBatches;
 use crate::cancel_spotter::CancelSpotter;
 use crate::diagnostics::{excerpt, Diagnostics};
 use crate::error::Error;
-use crate::id_map::{IdMap, IdSet};
+use crate::id_map::{GivenUp, IdMap, IdSet};
 use crate::line_buffer::{Line, LineBuffer};
 use crate::message::{
     parse_line_apart, Apart, ErrorCode, ErrorObject, Message, Notification, ParamsApart, Parsed,
@@ -33,9 +33,6 @@ use crate::write_queue::WriteQueue;
 /// The read-ahead queue also stops at this many messages, whatever their size (small messages
 /// cost more than their bytes).
 const READ_AHEAD_MESSAGES: usize = 100_000;
-
-/// How many requests to the peer that were given up on are remembered for their late answers.
-const GIVEN_UP_KEPT: usize = 1024;
 
 /// Limits a session works within, from the server's configuration.
 #[derive(Debug, Clone)]
@@ -94,10 +91,10 @@ pub(crate) struct Session {
     pub(crate) waiting: IdSet,
     /// Requests other threads sent to the peer, and where their responses go.
     outbound: IdMap<Sender<Response>>,
-    /// Requests to the peer whose sender gave up (its deadline, or its request cancelled),
-    /// newest last, at most [`GIVEN_UP_KEPT`]: a late answer to one is dropped, as
-    /// `Responder::call` promises, instead of reaching `Handler::handle_response`.
-    given_up: VecDeque<RequestId>,
+    /// Requests to the peer whose sender gave up (its deadline, or its request cancelled): a
+    /// late answer to one is dropped, as `Responder::call` promises, instead of reaching
+    /// `Handler::handle_response`.
+    given_up: GivenUp,
     /// The peer's input ended and every line of it was handled: requests to the peer are no
     /// longer sent (their senders learn it as the reply channel closes).
     outbound_ended: bool,
@@ -188,7 +185,7 @@ impl Session {
             superseded: Vec::new(),
             waiting: IdSet::default(),
             outbound: IdMap::default(),
-            given_up: VecDeque::new(),
+            given_up: GivenUp::default(),
             outbound_ended: false,
             posts: VecDeque::new(),
             cancelled_owed: VecDeque::new(),
@@ -300,10 +297,7 @@ impl Session {
             }
             Event::Forget { id, reason } => {
                 if self.outbound.remove(&id).is_some() {
-                    if self.given_up.len() == GIVEN_UP_KEPT {
-                        self.given_up.pop_front();
-                    }
-                    self.given_up.push_back(id.clone());
+                    self.given_up.note(id.clone());
                     if let Some(cancel) = self.cancel_method.clone() {
                         let params = serde_json::json!({
                             "requestId": id.to_value(),
@@ -635,13 +629,10 @@ impl Session {
             let _ = reply.send(response);
             return None;
         }
-        match self.given_up.iter().rposition(|given_up| given_up == id) {
-            Some(at) => {
-                self.given_up.remove(at);
-                None
-            }
-            None => Some(response),
+        if self.given_up.take(id) {
+            return None;
         }
+        Some(response)
     }
 
     /// Whether the peer cancelled this request while it waited to start (`cancellable`: it may

@@ -14,7 +14,7 @@ use serde_json::Value;
 use super::pacing::Pacing;
 use super::Wrapper;
 use crate::deadline;
-use crate::id_map::IdMap;
+use crate::id_map::{GivenUp, IdMap};
 use crate::message::{ErrorObject, Message, RequestId};
 use crate::responder::Responder;
 
@@ -36,9 +36,6 @@ pub(super) fn is_remembered_list(method: &str) -> bool {
 /// ([`Handler::holds_input`](crate::Handler::holds_input)): the wrapper's memory stays flat and
 /// the client is held back by its own pipe, as it would be by the server's.
 pub(super) const HOLD_BYTES: usize = 1 << 20;
-
-/// How many requests given up on are remembered for their late answers (a few KiB at most).
-const GIVEN_UP_KEPT: usize = 1024;
 
 /// From SIGTERM to SIGKILL, when the wrapper ends a server that is not in a hurry (at the
 /// end of input, or one that can answer nothing more).
@@ -95,9 +92,9 @@ pub(super) struct Shared {
     /// line: a server's end ([`Shared::end_life`]) finds each one's line where it is.
     pub(super) pending: Mutex<IdMap<Pending>>,
     /// Requests given up on after their line reached the server (cancelled by the client, or
-    /// past their deadline), newest last, at most [`GIVEN_UP_KEPT`]: the server may still
-    /// answer one, which is then dropped without a word (see [`Shared::given_up`]).
-    given_up: Mutex<VecDeque<RequestId>>,
+    /// past their deadline): the server may still answer one, which is then dropped without
+    /// a word (see [`Shared::given_up`]).
+    given_up: Mutex<GivenUp>,
     pub(super) queue: Mutex<Queue>,
     pub(super) queue_changed: Condvar,
     /// The bytes of the lines in the queue (kept by [`Queue`], read here without its lock).
@@ -143,7 +140,7 @@ impl Shared {
         Shared {
             config,
             pending: Mutex::new(IdMap::default()),
-            given_up: Mutex::new(VecDeque::new()),
+            given_up: Mutex::new(GivenUp::default()),
             queue: Mutex::new(queue),
             queue_changed: Condvar::new(),
             waiting,
@@ -205,24 +202,13 @@ impl Shared {
     /// Notes that the request `id` was given up on after the server saw it (it was told with
     /// `notifications/cancelled`): a late answer to it is expected, not a fault.
     pub(super) fn give_up(&self, id: RequestId) {
-        let mut given_up = lock(&self.given_up);
-        if given_up.len() == GIVEN_UP_KEPT {
-            given_up.pop_front();
-        }
-        given_up.push_back(id);
+        lock(&self.given_up).note(id);
     }
 
     /// Whether `id` names a request given up on (see [`Shared::give_up`]); it is forgotten,
     /// as one answer is all a request gets.
     pub(super) fn given_up(&self, id: &RequestId) -> bool {
-        let mut given_up = lock(&self.given_up);
-        match given_up.iter().rposition(|kept| kept == id) {
-            Some(at) => {
-                given_up.remove(at);
-                true
-            }
-            None => false,
-        }
+        lock(&self.given_up).take(id)
     }
 
     /// Takes the request in flight `id` answers.
