@@ -85,12 +85,14 @@ fn main() -> ExitCode {
 
 /// The arguments as text, or which one is not UTF-8.
 fn text_args(args: Vec<OsString>) -> Result<Vec<String>, String> {
-    args.into_iter()
-        .map(|arg| {
-            arg.into_string()
-                .map_err(|bad| format!("argument {bad:?} is not valid UTF-8"))
-        })
-        .collect()
+    args.into_iter().map(text_arg).collect()
+}
+
+/// One argument as text (options are; the command `probe` and `wrap` run after `--` need not
+/// be), or a usage error naming it.
+pub(crate) fn text_arg(arg: OsString) -> Result<String, String> {
+    arg.into_string()
+        .map_err(|bad| format!("argument {bad:?} is not valid UTF-8"))
 }
 
 /// `mcpipe help [COMMAND]`.

@@ -82,12 +82,8 @@ fn parse_args(args: Vec<OsString>) -> Result<Options, String> {
     let mut words = args.into_iter();
     // The options are text; the command after `--` is kept as it is (a file name need not be
     // UTF-8).
-    let mut text = |word: OsString| {
-        word.into_string()
-            .map_err(|bad| format!("argument {bad:?} is not valid UTF-8"))
-    };
     while let Some(arg) = words.next() {
-        let arg = text(arg)?;
+        let arg = crate::text_arg(arg)?;
         if arg == "--" {
             let command: Vec<OsString> = words.by_ref().collect();
             if command.is_empty() {
@@ -96,7 +92,7 @@ fn parse_args(args: Vec<OsString>) -> Result<Options, String> {
             options.command = Some(command);
             break;
         }
-        let mut args = words.by_ref().map(&mut text);
+        let mut args = words.by_ref().map(crate::text_arg);
         let (flag, inline) = match arg.split_once('=') {
             Some((flag, value)) if flag.starts_with("--") => {
                 (flag.to_owned(), Some(value.to_owned()))

@@ -37,12 +37,6 @@ fn number(value: Option<String>, flag: &str) -> Result<u64, String> {
         .map_err(|_| format!("{flag} needs a non-negative integer, got {value:?}"))
 }
 
-/// An option (or its value) as text: options are; the command after `--` is run as given.
-fn text(arg: OsString) -> Result<String, String> {
-    arg.into_string()
-        .map_err(|bad| format!("option {bad:?} is not valid UTF-8"))
-}
-
 fn parse(args: Vec<OsString>) -> Result<Option<Wrapper>, String> {
     let mut args = args.into_iter();
     let mut name = None;
@@ -59,7 +53,7 @@ fn parse(args: Vec<OsString>) -> Result<Option<Wrapper>, String> {
         if arg == "--" {
             break args.by_ref().collect();
         }
-        let arg = text(arg)?;
+        let arg = crate::text_arg(arg)?;
         // `--flag value` or `--flag=value`, as `demo` and `probe` take them.
         let (flag, inline) = match arg.split_once('=') {
             Some((flag, value)) if flag.starts_with("--") => (flag, Some(value.to_owned())),
@@ -67,7 +61,7 @@ fn parse(args: Vec<OsString>) -> Result<Option<Wrapper>, String> {
         };
         let mut value = || match inline.clone() {
             Some(value) => Ok(Some(value)),
-            None => args.next().map(text).transpose(),
+            None => args.next().map(crate::text_arg).transpose(),
         };
         match flag {
             "-h" | "--help" if inline.is_none() => return Ok(None),
