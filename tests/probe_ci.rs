@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use util::client::{fixture_path, mcpipe_bin, wait_dead, watchdog};
-use util::probe::{check, probe, probe_json_with, probe_os, read_junit};
+use util::probe::{check, probe, probe_json_with, probe_os, read_junit, tool_names};
 use util::procs;
 
 /// A scratch file for a JUnit report, removed first.
@@ -205,12 +205,7 @@ fn the_json_report_follows_its_documented_schema_with_hostile_text() {
         let (report, code, _) = probe_json_with(&[], "ci_hazards.py", &["error"], only);
         assert_schema(&report, code, false);
         assert_eq!(check(&report, "tools")["status"], "WARN", "{report:#}");
-        let names: Vec<&str> = check(&report, "tools")["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t["name"].as_str().unwrap())
-            .collect();
+        let names = tool_names(&report);
         assert!(names[1].starts_with("bad\u{fffe}\u{ffff} ]]>"), "{names:?}");
         assert!(
             names[1].contains("\u{1}\u{1b}[2J\0 end\r\nnext"),

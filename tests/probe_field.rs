@@ -7,7 +7,7 @@ mod util;
 use std::time::Duration;
 
 use util::client::{fixture_path, watchdog};
-use util::probe::{check, detail_of, probe, probe_json_with, status_of};
+use util::probe::{check, detail_of, probe, probe_json_with, status_of, tool_names};
 
 /// Field test: a server's names reached the terminal raw: a tool named `x\n::error ...` printed
 /// a line GitHub Actions runs as a workflow command, and ESC and NUL went through. Every text
@@ -50,12 +50,7 @@ fn server_text_cannot_start_a_line_or_reach_the_terminal_raw() {
         // The JSON report keeps the names as they are (JSON escapes them itself).
         let (report, _, _) =
             probe_json_with(&[], "field_hazards.py", &["names"], Some("handshake,tools"));
-        let names: Vec<&str> = check(&report, "tools")["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t["name"].as_str().unwrap())
-            .collect();
+        let names = tool_names(&report);
         assert_eq!(
             names[0],
             "x\n::error title=injected::this line was written by the probed server"

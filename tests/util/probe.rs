@@ -87,6 +87,16 @@ pub fn check<'a>(report: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no check {name} in {report:#}"))
 }
 
+/// The names of the tools the `tools` check listed, in its order.
+pub fn tool_names(report: &Value) -> Vec<&str> {
+    check(report, "tools")["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect()
+}
+
 pub fn status_of<'a>(report: &'a Value, name: &str) -> &'a str {
     check(report, name)["status"].as_str().unwrap()
 }
