@@ -125,13 +125,20 @@ fn a_watched_fd_is_served_by_the_loop_and_answers_from_it_go_out() {
     assert!(keys.len() >= 2, "{keys:?}");
 }
 
-/// Watches a plain `PipeReader` (blocking, as std makes it) and passes what it reads on as
-/// `feed` notifications.
+/// Watches a plain `PipeReader` (blocking, as std makes it), once asked or from the start
+/// (`from_start`), and passes what it reads on as `feed` notifications.
 struct Feed {
     upstream: PipeReader,
+    from_start: bool,
 }
 
 impl Handler for Feed {
+    fn on_start(&mut self, cx: &mut Context<'_>) {
+        if self.from_start {
+            cx.watch(self.upstream.as_fd(), KEY).unwrap();
+        }
+    }
+
     fn handle_request(&mut self, req: Request, cx: &mut Context<'_>) -> Result<Value, ErrorObject> {
         match req.method.as_str() {
             "watch" => {
@@ -165,7 +172,10 @@ fn a_watched_blocking_pipe_does_not_stall_the_loop() {
     let (out_r, out_w) = std::io::pipe().unwrap();
     let (done_tx, done) = mpsc::channel();
     let server = thread::spawn(move || {
-        let mut feed = Feed { upstream: up_r };
+        let mut feed = Feed {
+            upstream: up_r,
+            from_start: false,
+        };
         let outcome = test_server().serve(in_r.as_fd(), out_w.as_fd(), &mut feed);
         drop(out_w);
         let _ = done_tx.send(outcome.is_ok());
@@ -193,43 +203,18 @@ fn a_watched_blocking_pipe_does_not_stall_the_loop() {
     drop(up_w);
 }
 
-/// Watches its pipe from the start and tells the peer each word that arrives on it.
-struct Announcer {
-    upstream: Receiver,
-}
-
-impl Handler for Announcer {
-    fn handle_request(
-        &mut self,
-        req: Request,
-        _cx: &mut Context<'_>,
-    ) -> Result<Value, ErrorObject> {
-        Err(ErrorObject::method_not_found(&req.method))
-    }
-
-    fn on_start(&mut self, cx: &mut Context<'_>) {
-        cx.watch(self.upstream.as_fd(), KEY).unwrap();
-    }
-
-    fn handle_readable(&mut self, _key: usize, cx: &mut Context<'_>) {
-        let mut buf = [0u8; 256];
-        while let Ok(n @ 1..) = self.upstream.read(&mut buf) {
-            let text = String::from_utf8_lossy(&buf[..n]).trim().to_owned();
-            let _ = cx.notify("test/arrived", Some(json!(text)));
-        }
-    }
-}
-
 #[test]
 fn a_handler_watches_from_the_start_before_the_peer_says_anything() {
     let _w = watchdog("watch_on_start", Duration::from_secs(30));
     let (up_r, mut up_w) = std::io::pipe().unwrap();
-    let upstream = nonblocking(up_r);
     let (in_r, in_w) = std::io::pipe().unwrap();
     let (out_r, out_w) = std::io::pipe().unwrap();
     let server = thread::spawn(move || {
-        let mut announcer = Announcer { upstream };
-        let outcome = test_server().serve(in_r.as_fd(), out_w.as_fd(), &mut announcer);
+        let mut feed = Feed {
+            upstream: up_r,
+            from_start: true,
+        };
+        let outcome = test_server().serve(in_r.as_fd(), out_w.as_fd(), &mut feed);
         drop(out_w);
         outcome.is_ok()
     });
@@ -237,7 +222,7 @@ fn a_handler_watches_from_the_start_before_the_peer_says_anything() {
     // Nothing on the input: only the watch set up in `on_start` can wake the loop.
     up_w.write_all(b"hello\n").unwrap();
     let told = recv_json(&output);
-    assert_eq!(told["method"], "test/arrived", "{told}");
+    assert_eq!(told["method"], "feed", "{told}");
     assert_eq!(told["params"], "hello", "{told}");
     drop(in_w);
     assert!(server.join().unwrap());
