@@ -130,16 +130,13 @@ impl Queue {
             let gathered = std::mem::take(&mut self.gathered);
             self.gathered = without(&gathered, 0, ids, &mut taken);
         }
-        let mut next = Vec::new();
-        while let Some(mut line) = self.pop_front() {
+        self.retain_mut(|line| {
             if !line.continues {
-                match line.request.take() {
-                    Some(id) if ids.contains(&id) => {
-                        taken.insert(id);
-                    }
-                    request => next.push(Outgoing { request, ..line }),
+                let cancelled = line.request.as_ref().is_some_and(|id| ids.contains(id));
+                if cancelled {
+                    taken.extend(line.request.take());
                 }
-                continue;
+                return !cancelled;
             }
             // Whole lines, but for the rest of one begun, which goes as it is.
             let from = if line.begun {
@@ -148,13 +145,8 @@ impl Queue {
                 0
             };
             line.bytes = without(&line.bytes, from, ids, &mut taken);
-            if !line.bytes.is_empty() {
-                next.push(line);
-            }
-        }
-        for line in next {
-            self.push_back(line);
-        }
+            !line.bytes.is_empty()
+        });
         taken
     }
 }

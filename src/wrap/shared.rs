@@ -418,6 +418,23 @@ impl Queue {
         Some(line)
     }
 
+    /// Keeps, in order and in place, the lines `keep` says to keep (it may change a line's
+    /// bytes): one pass, where popping and pushing back every line cost each cancellation
+    /// half a millisecond behind a full queue.
+    pub(super) fn retain_mut(&mut self, mut keep: impl FnMut(&mut Outgoing) -> bool) {
+        let (mut before, mut after) = (0, 0);
+        self.lines.retain_mut(|line| {
+            before += line.bytes.len();
+            let kept = keep(line);
+            if kept {
+                after += line.bytes.len();
+            }
+            kept
+        });
+        self.waiting.fetch_add(after, Ordering::Relaxed);
+        self.waiting.fetch_sub(before, Ordering::Relaxed);
+    }
+
     /// The bytes of the lines waiting.
     pub(super) fn waiting(&self) -> usize {
         self.waiting.load(Ordering::Relaxed)
