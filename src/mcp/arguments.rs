@@ -422,7 +422,15 @@ impl Arguments {
             .ok_or_else(|| wrong(name, expected, value))?;
         items
             .iter()
-            .map(|item| item.as_str().ok_or_else(|| wrong(name, expected, value)))
+            .enumerate()
+            .map(|(i, item)| {
+                item.as_str().ok_or_else(|| {
+                    ToolError::new(format!(
+                        "argument \"{name}\" must be {expected}, but item {i} is {}",
+                        kind(item)
+                    ))
+                })
+            })
             .collect()
     }
 }
@@ -460,6 +468,19 @@ mod tests {
             .message()
             .contains("array of strings"));
         assert!(args.integer("f").is_err());
+    }
+
+    #[test]
+    fn a_list_item_of_the_wrong_type_is_named_by_its_position() {
+        let args = Arguments::from_value(json!({"tags": ["a", 1], "more": ["a", "b", null]}));
+        assert_eq!(
+            args.string_list("tags").unwrap_err().message(),
+            "argument \"tags\" must be an array of strings, but item 1 is an integer"
+        );
+        assert_eq!(
+            args.string_list("more").unwrap_err().message(),
+            "argument \"more\" must be an array of strings, but item 2 is null"
+        );
     }
 
     #[test]
