@@ -442,6 +442,15 @@ impl Client {
         exchange::list_all(self, "resources/list", "resources")
     }
 
+    /// Every resource template the server lists (`resources/templates/list`), following
+    /// `nextCursor` to the last page.
+    ///
+    /// # Errors
+    /// As [`Client::list_tools`].
+    pub fn list_resource_templates(&mut self) -> Result<Vec<Value>, Error> {
+        exchange::list_all(self, "resources/templates/list", "resourceTemplates")
+    }
+
     /// Reads a resource: the `ReadResourceResult` (`{"contents": [...]}`).
     ///
     /// # Errors
