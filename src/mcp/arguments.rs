@@ -142,10 +142,13 @@ fn missing(name: &str, expected: &str) -> ToolError {
 }
 
 fn wrong(name: &str, expected: &str, got: &Value) -> ToolError {
-    ToolError::new(format!(
-        "argument \"{name}\" must be {expected}, got {}",
-        kind(got)
-    ))
+    // A number is named by its value: "must be an integer, got a number" reads as a
+    // contradiction, "got 2.5" does not.
+    let got = match got {
+        Value::Number(n) => n.to_string(),
+        other => kind(other).to_owned(),
+    };
+    ToolError::new(format!("argument \"{name}\" must be {expected}, got {got}"))
 }
 
 /// `"a", "b", "c"`: the choices as a message lists them.
@@ -527,7 +530,10 @@ mod tests {
             .unwrap_err()
             .message()
             .contains("array of strings"));
-        assert!(args.integer("f").is_err());
+        assert_eq!(
+            args.integer("f").unwrap_err().message(),
+            "argument \"f\" must be an integer, got 1.5"
+        );
     }
 
     #[test]
@@ -559,7 +565,7 @@ mod tests {
         );
         assert_eq!(
             args.one_of("n", &["todo"]).unwrap_err().message(),
-            "argument \"n\" must be a string, got an integer"
+            "argument \"n\" must be a string, got 3"
         );
         assert_eq!(args.optional_one_of("gone", &["todo"]).unwrap(), None);
         assert!(args.optional_one_of("bad", &["todo"]).is_err());
@@ -590,7 +596,7 @@ mod tests {
         let mut args = Arguments::from_value(json!({"t": "hi", "n": 3, "z": null}));
         assert_eq!(
             args.take_string("n").unwrap_err().message(),
-            "argument \"n\" must be a string, got an integer"
+            "argument \"n\" must be a string, got 3"
         );
         assert_eq!(args.take("n"), Some(json!(3)));
         assert_eq!(args.take_string("t").unwrap(), "hi");
