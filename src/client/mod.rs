@@ -163,6 +163,10 @@ impl Client {
 
     /// Spawns `program` with `args` with the default settings and performs the handshake.
     ///
+    /// A server that takes no arguments: `Client::builder(program).spawn()` (a bare `[]`
+    /// leaves the item type unknown, so `Client::spawn(program, [])` does not compile;
+    /// `[] as [&str; 0]` would).
+    ///
     /// # Errors
     /// As [`ClientBuilder::spawn`].
     pub fn spawn<I, S>(program: impl AsRef<OsStr>, args: I) -> Result<Client, Error>
