@@ -176,6 +176,16 @@ mod write_queue;
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 
+/// docs/mcp-server.md's examples, compiled as doctests too.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/mcp-server.md")]
+struct McpServerDocDoctests;
+
+/// docs/client.md's examples, compiled as doctests too.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/client.md")]
+struct ClientDocDoctests;
+
 pub use child::ChildOutput;
 pub use client::{
     Call, Canceller, Client, ClientBuilder, ClientStats, Era, Progress, RequestOptions,

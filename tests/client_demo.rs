@@ -55,6 +55,24 @@ fn every_helper_works_against_the_demo() {
 }
 
 #[test]
+fn resource_templates_are_listed_by_both_clients() {
+    watchdog(LIMIT, || {
+        let template = |list: Vec<serde_json::Value>| {
+            let uris: Vec<&str> = list
+                .iter()
+                .filter_map(|t| t["uriTemplate"].as_str())
+                .collect();
+            assert_eq!(uris, ["mcpipe://demo/echo/{text}"], "{list:?}");
+        };
+        let mut client = demo().spawn().unwrap();
+        template(client.list_resource_templates().unwrap());
+        let shared = client.into_shared().unwrap();
+        template(shared.list_resource_templates().unwrap());
+        shared.close();
+    });
+}
+
+#[test]
 fn a_timed_out_sleep_is_cancelled_and_its_answer_never_arrives() {
     watchdog(LIMIT, || {
         let mut client = demo().spawn().unwrap();

@@ -163,6 +163,10 @@ impl Client {
 
     /// Spawns `program` with `args` with the default settings and performs the handshake.
     ///
+    /// A server that takes no arguments: `Client::builder(program).spawn()` (a bare `[]`
+    /// leaves the item type unknown, so `Client::spawn(program, [])` does not compile;
+    /// `[] as [&str; 0]` would).
+    ///
     /// # Errors
     /// As [`ClientBuilder::spawn`].
     pub fn spawn<I, S>(program: impl AsRef<OsStr>, args: I) -> Result<Client, Error>
@@ -440,6 +444,15 @@ impl Client {
     /// As [`Client::list_tools`].
     pub fn list_resources(&mut self) -> Result<Vec<Value>, Error> {
         exchange::list_all(self, "resources/list", "resources")
+    }
+
+    /// Every resource template the server lists (`resources/templates/list`), following
+    /// `nextCursor` to the last page.
+    ///
+    /// # Errors
+    /// As [`Client::list_tools`].
+    pub fn list_resource_templates(&mut self) -> Result<Vec<Value>, Error> {
+        exchange::list_all(self, "resources/templates/list", "resourceTemplates")
     }
 
     /// Reads a resource: the `ReadResourceResult` (`{"contents": [...]}`).

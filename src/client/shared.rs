@@ -395,6 +395,16 @@ impl SharedClient {
         exchange::list_all(&mut caller, "resources/list", "resources")
     }
 
+    /// As [`Client::list_resource_templates`].
+    ///
+    /// # Errors
+    /// As [`Client::list_tools`].
+    pub fn list_resource_templates(&self) -> Result<Vec<Value>, Error> {
+        let mut caller = self.caller();
+        caller.not_on_io_thread()?;
+        exchange::list_all(&mut caller, "resources/templates/list", "resourceTemplates")
+    }
+
     /// As [`Client::read_resource`].
     ///
     /// # Errors

@@ -142,10 +142,22 @@ fn missing(name: &str, expected: &str) -> ToolError {
 }
 
 fn wrong(name: &str, expected: &str, got: &Value) -> ToolError {
-    ToolError::new(format!(
-        "argument \"{name}\" must be {expected}, got {}",
-        kind(got)
-    ))
+    // A number is named by its value: "must be an integer, got a number" reads as a
+    // contradiction, "got 2.5" does not.
+    let got = match got {
+        Value::Number(n) => n.to_string(),
+        other => kind(other).to_owned(),
+    };
+    ToolError::new(format!("argument \"{name}\" must be {expected}, got {got}"))
+}
+
+/// `"a", "b", "c"`: the choices as a message lists them.
+fn quoted(choices: &[&str]) -> String {
+    let quoted: Vec<String> = choices
+        .iter()
+        .map(|c| Value::from(*c).to_string())
+        .collect();
+    quoted.join(", ")
 }
 
 fn as_integer(value: &Value) -> Option<i64> {
@@ -410,6 +422,57 @@ impl Arguments {
         Ok(self.optional_boolean(name)?.unwrap_or(default))
     }
 
+    /// A required string that must be one of `choices` (an argument whose schema has an
+    /// `enum`).
+    ///
+    /// # Errors
+    /// When the argument is missing, not a string, or none of the choices; the message lists
+    /// them, so the model can correct its call.
+    ///
+    /// # Example
+    /// ```
+    /// use mcpipe::Arguments;
+    /// use serde_json::json;
+    /// const KINDS: [&str; 3] = ["todo", "idea", "memo"];
+    /// let args = Arguments::from_value(json!({ "kind": "idea", "other": "bogus" }));
+    /// assert_eq!(args.one_of("kind", &KINDS).unwrap(), "idea");
+    /// assert_eq!(
+    ///     args.one_of("other", &KINDS).unwrap_err().message(),
+    ///     "argument \"other\" must be one of \"todo\", \"idea\", \"memo\"; got \"bogus\""
+    /// );
+    /// assert_eq!(args.optional_one_of("sort", &KINDS).unwrap().unwrap_or("memo"), "memo");
+    /// ```
+    pub fn one_of(&self, name: &str, choices: &[&str]) -> Result<&str, ToolError> {
+        self.optional_one_of(name, choices)?
+            .ok_or_else(|| missing(name, &format!("one of {}", quoted(choices))))
+    }
+
+    /// An optional string that must be one of `choices` when present: `None` when missing.
+    ///
+    /// # Errors
+    /// When the argument is present but not a string, or none of the choices.
+    pub fn optional_one_of(&self, name: &str, choices: &[&str]) -> Result<Option<&str>, ToolError> {
+        match self.optional_string(name)? {
+            Some(value) if !choices.contains(&value) => Err(ToolError::new(format!(
+                "argument \"{name}\" must be one of {}; got {}",
+                quoted(choices),
+                Value::from(value)
+            ))),
+            found => Ok(found),
+        }
+    }
+
+    /// An optional array of strings: `None` when missing.
+    ///
+    /// # Errors
+    /// When the argument is present but not an array, or holds something other than strings.
+    pub fn optional_string_list(&self, name: &str) -> Result<Option<Vec<&str>>, ToolError> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(_) => self.string_list(name).map(Some),
+        }
+    }
+
     /// A required array of strings.
     ///
     /// # Errors
@@ -422,7 +485,15 @@ impl Arguments {
             .ok_or_else(|| wrong(name, expected, value))?;
         items
             .iter()
-            .map(|item| item.as_str().ok_or_else(|| wrong(name, expected, value)))
+            .enumerate()
+            .map(|(i, item)| {
+                item.as_str().ok_or_else(|| {
+                    ToolError::new(format!(
+                        "argument \"{name}\" must be {expected}, but item {i} is {}",
+                        kind(item)
+                    ))
+                })
+            })
             .collect()
     }
 }
@@ -459,7 +530,57 @@ mod tests {
             .unwrap_err()
             .message()
             .contains("array of strings"));
-        assert!(args.integer("f").is_err());
+        assert_eq!(
+            args.integer("f").unwrap_err().message(),
+            "argument \"f\" must be an integer, got 1.5"
+        );
+    }
+
+    #[test]
+    fn a_list_item_of_the_wrong_type_is_named_by_its_position() {
+        let args = Arguments::from_value(json!({"tags": ["a", 1], "more": ["a", "b", null]}));
+        assert_eq!(
+            args.string_list("tags").unwrap_err().message(),
+            "argument \"tags\" must be an array of strings, but item 1 is an integer"
+        );
+        assert_eq!(
+            args.string_list("more").unwrap_err().message(),
+            "argument \"more\" must be an array of strings, but item 2 is null"
+        );
+    }
+
+    #[test]
+    fn a_choice_outside_the_list_names_the_choices() {
+        let args = Arguments::from_value(json!({"kind": "memo", "bad": "x\"y", "n": 3}));
+        assert_eq!(args.one_of("kind", &["todo", "memo"]).unwrap(), "memo");
+        assert_eq!(
+            args.one_of("bad", &["todo", "memo"]).unwrap_err().message(),
+            "argument \"bad\" must be one of \"todo\", \"memo\"; got \"x\\\"y\""
+        );
+        assert_eq!(
+            args.one_of("gone", &["todo", "memo"])
+                .unwrap_err()
+                .message(),
+            "missing argument \"gone\": expected one of \"todo\", \"memo\""
+        );
+        assert_eq!(
+            args.one_of("n", &["todo"]).unwrap_err().message(),
+            "argument \"n\" must be a string, got 3"
+        );
+        assert_eq!(args.optional_one_of("gone", &["todo"]).unwrap(), None);
+        assert!(args.optional_one_of("bad", &["todo"]).is_err());
+    }
+
+    #[test]
+    fn an_optional_list_is_none_when_missing_or_null_and_checked_when_present() {
+        let args = Arguments::from_value(json!({"tags": ["a", "b"], "none": null, "bad": [1]}));
+        assert_eq!(
+            args.optional_string_list("tags").unwrap(),
+            Some(vec!["a", "b"])
+        );
+        assert_eq!(args.optional_string_list("none").unwrap(), None);
+        assert_eq!(args.optional_string_list("gone").unwrap(), None);
+        assert!(args.optional_string_list("bad").is_err());
     }
 
     #[test]
@@ -475,7 +596,7 @@ mod tests {
         let mut args = Arguments::from_value(json!({"t": "hi", "n": 3, "z": null}));
         assert_eq!(
             args.take_string("n").unwrap_err().message(),
-            "argument \"n\" must be a string, got an integer"
+            "argument \"n\" must be a string, got 3"
         );
         assert_eq!(args.take("n"), Some(json!(3)));
         assert_eq!(args.take_string("t").unwrap(), "hi");

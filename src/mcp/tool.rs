@@ -80,8 +80,9 @@ impl Tool {
         self.field("title", Value::String(title.into()))
     }
 
-    /// Replaces the input schema. A schema that is not an object with `"type":"object"` is
-    /// given that type, since MCP requires it.
+    /// Replaces the input schema (arguments added before are dropped; those added after, with
+    /// [`Tool::arg`] and the like, join it). A schema that is not an object with
+    /// `"type":"object"` is given that type, since MCP requires it.
     pub fn input_schema(mut self, schema: Value) -> Tool {
         let mut schema = match schema {
             Value::Object(map) => map,
@@ -95,7 +96,8 @@ impl Tool {
 
     /// Adds a required argument of JSON type `json_type` (`"string"`, `"integer"`,
     /// `"number"`, `"boolean"`, `"array"`, `"object"`) to the input schema. An argument of
-    /// the same name given before is replaced (a schema lists each name once).
+    /// the same name given before is replaced (a schema lists each name once). For an `enum`,
+    /// the items of an array, a `default` or bounds, see [`Tool::arg_schema`].
     pub fn arg(self, name: &str, json_type: &str, description: &str) -> Tool {
         self.add_arg(name, json_type, description, true)
     }
@@ -106,16 +108,47 @@ impl Tool {
         self.add_arg(name, json_type, description, false)
     }
 
-    fn add_arg(mut self, name: &str, json_type: &str, description: &str, required: bool) -> Tool {
+    /// Adds a required argument described by its own JSON Schema: what [`Tool::arg`] cannot
+    /// say, such as an `enum`, the `items` of an array, a `default`, or bounds. It goes into
+    /// the input schema beside the other arguments (also those of a schema set with
+    /// [`Tool::input_schema`] before), replacing one of the same name.
+    ///
+    /// # Example
+    /// ```
+    /// use mcpipe::Tool;
+    /// use serde_json::json;
+    /// let tool = Tool::new("add_note", "Adds a note")
+    ///     .arg("text", "string", "The note")
+    ///     .arg_schema("kind", json!({ "type": "string", "enum": ["todo", "idea"] }))
+    ///     .optional_arg_schema("tags", json!({ "type": "array", "items": { "type": "string" } }))
+    ///     .optional_arg_schema("priority", json!({ "type": "integer", "default": 3 }));
+    /// let schema = &tool.to_value()["inputSchema"];
+    /// assert_eq!(schema["properties"]["kind"]["enum"], json!(["todo", "idea"]));
+    /// assert_eq!(schema["required"], json!(["text", "kind"]));
+    /// ```
+    pub fn arg_schema(self, name: &str, schema: Value) -> Tool {
+        self.add_property(name, schema, true)
+    }
+
+    /// Adds an optional argument described by its own JSON Schema (see
+    /// [`Tool::arg_schema`]), replacing one of the same name (which is then no longer
+    /// required).
+    pub fn optional_arg_schema(self, name: &str, schema: Value) -> Tool {
+        self.add_property(name, schema, false)
+    }
+
+    fn add_arg(self, name: &str, json_type: &str, description: &str, required: bool) -> Tool {
+        let property = json!({ "type": json_type, "description": description });
+        self.add_property(name, property, required)
+    }
+
+    fn add_property(mut self, name: &str, property: Value, required: bool) -> Tool {
         if let Some(Value::Object(schema)) = self.fields.get_mut("inputSchema") {
             let properties = schema
                 .entry("properties")
                 .or_insert_with(|| Value::Object(Map::new()));
             if let Value::Object(properties) = properties {
-                properties.insert(
-                    name.to_owned(),
-                    json!({ "type": json_type, "description": description }),
-                );
+                properties.insert(name.to_owned(), property);
             }
             set_required(schema, name, required);
         }
@@ -536,6 +569,30 @@ mod tests {
     fn a_non_object_input_schema_becomes_an_object_schema() {
         let tool = Tool::new("t", "d").input_schema(json!(null)).to_value();
         assert_eq!(tool["inputSchema"]["type"], "object");
+    }
+
+    #[test]
+    fn arguments_with_their_own_schema_join_those_of_input_schema_and_arg() {
+        let tool = Tool::new("t", "d")
+            .input_schema(json!({ "properties": { "a": { "type": "string" } },
+                                  "required": ["a"] }))
+            .arg_schema("kind", json!({ "type": "string", "enum": ["x", "y"] }))
+            .optional_arg_schema(
+                "tags",
+                json!({ "type": "array", "items": { "type": "string" } }),
+            )
+            .arg("n", "integer", "a count")
+            .optional_arg_schema("a", json!({ "type": "string", "default": "z" }));
+        assert_eq!(
+            tool.to_value()["inputSchema"],
+            json!({ "type": "object",
+                    "properties": {
+                        "a": { "type": "string", "default": "z" },
+                        "kind": { "type": "string", "enum": ["x", "y"] },
+                        "tags": { "type": "array", "items": { "type": "string" } },
+                        "n": { "type": "integer", "description": "a count" } },
+                    "required": ["kind", "n"] })
+        );
     }
 
     #[test]
