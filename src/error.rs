@@ -81,7 +81,8 @@ pub enum Error {
     Timeout {
         /// The method of the request.
         method: String,
-        /// How long the client waited.
+        /// How long the client waited: for a connection step (`stderr_tail` is `Some`), the
+        /// whole step, a `server/discover` probe before `initialize` included.
         elapsed: Duration,
         /// When a client's connection step (`initialize`, or a `server/discover` that had to
         /// succeed) timed out: the last lines the server wrote on stderr meanwhile (at most
@@ -227,6 +228,11 @@ impl fmt::Display for Error {
                     "the peer did not answer {method} within {:.3} s",
                     elapsed.as_secs_f64()
                 )?;
+                if stderr_tail.is_some() {
+                    // The connection step: the time counts from its start, not from this
+                    // request's (a probe may have waited first).
+                    f.write_str(" of connecting")?;
+                }
                 match stderr_tail {
                     Some(tail) => write_stderr_tail(f, tail),
                     None => Ok(()),
