@@ -381,7 +381,7 @@ impl Session {
         // (Asked only when something is owed: hashing the id costs on every answer.)
         if !self.owed.is_empty() {
             if let Some((token, _)) = self.owed.remove(&id) {
-                token.cancel_by_peer();
+                token.cancel_for_panic();
                 self.superseded.push(token);
             }
         }
