@@ -53,6 +53,10 @@ pub enum Error {
     /// [`Context::checkpoint`]: crate::Context::checkpoint
     /// [`Call::cancel`]: crate::Call::cancel
     Cancelled,
+    /// The handler that took this request's [`Responder`](crate::Responder) panicked after
+    /// handing it away: the loop answered the request with `-32603` itself, so the holder's
+    /// answer will be dropped. It should stop (the peer did not cancel anything).
+    HandlerPanicked,
     /// The loop is ending while a handler works: a shutdown signal (SIGTERM, SIGINT, SIGHUP)
     /// arrived, or the input ended and the handler outlasted `Server::shutdown_grace`. It
     /// should stop; the loop ends once it returns.
@@ -81,7 +85,8 @@ pub enum Error {
     Timeout {
         /// The method of the request.
         method: String,
-        /// How long the client waited.
+        /// How long the client waited: for a connection step (`stderr_tail` is `Some`), the
+        /// whole step, a `server/discover` probe before `initialize` included.
         elapsed: Duration,
         /// When a client's connection step (`initialize`, or a `server/discover` that had to
         /// succeed) timed out: the last lines the server wrote on stderr meanwhile (at most
@@ -210,6 +215,11 @@ impl fmt::Display for Error {
             Error::Io { doing, source } => write!(f, "i/o error while {doing}: {source}"),
             Error::PeerGone => write!(f, "the peer closed the connection"),
             Error::Cancelled => write!(f, "the request was cancelled"),
+            Error::HandlerPanicked => write!(
+                f,
+                "the request's handler panicked after handing its responder away, \
+                 and the loop answered the request with an error"
+            ),
             Error::Shutdown => write!(f, "the server is shutting down"),
             Error::InputEnded => write!(f, "the peer ended its input: no answer can come"),
             Error::Unsupported(why) => write!(f, "not supported by the peer: {why}"),
@@ -227,6 +237,11 @@ impl fmt::Display for Error {
                     "the peer did not answer {method} within {:.3} s",
                     elapsed.as_secs_f64()
                 )?;
+                if stderr_tail.is_some() {
+                    // The connection step: the time counts from its start, not from this
+                    // request's (a probe may have waited first).
+                    f.write_str(" of connecting")?;
+                }
                 match stderr_tail {
                     Some(tail) => write_stderr_tail(f, tail),
                     None => Ok(()),

@@ -330,8 +330,9 @@ impl<'a> Context<'a> {
     /// queued in arrival order for after the handler returns. The wait ends early when the
     /// request being handled is cancelled, a signal arrives or the peer goes away. When the
     /// wait ends early that way, or the deadline passes, and the loop knows a cancel method
-    /// ([`Handler::cancel_method`]), the peer is told this request is cancelled; a late
-    /// response then goes to [`Handler::handle_response`].
+    /// ([`Handler::cancel_method`]), the peer is told this request is cancelled. A late
+    /// response is dropped (as [`Responder::call`] drops one), never given to
+    /// [`Handler::handle_response`].
     ///
     /// # Errors
     /// [`Error::Rpc`] when the peer answered with an error, [`Error::Timeout`] at the
@@ -373,6 +374,7 @@ impl<'a> Context<'a> {
                 });
             }
             if let Err(e) = self.conn.wait_until(deadline) {
+                self.give_up_question(&id, "the wait for a response failed");
                 break Err(e);
             }
         };
@@ -381,9 +383,10 @@ impl<'a> Context<'a> {
         outcome
     }
 
-    /// Tells the peer that the request `id` it was asked is cancelled, when the loop knows a
-    /// cancel method (and the peer is there to hear it).
+    /// Gives up on the question `id`: its late answer is dropped, and the peer is told it is
+    /// cancelled when the loop knows a cancel method (and the peer is there to hear it).
     fn give_up_question(&mut self, id: &RequestId, reason: &str) {
+        self.conn.session.given_up.note(id.clone());
         if let Some(cancel) = self.conn.session.cancel_method().map(str::to_owned) {
             let params = serde_json::json!({ "requestId": id.to_value(), "reason": reason });
             let _ = self.notify(&cancel, Some(params));

@@ -276,6 +276,7 @@ const LIVE: u8 = 0;
 const BY_PEER: u8 = 1;
 const BY_SHUTDOWN: u8 = 2;
 const PEER_GONE: u8 = 3;
+const HANDLER_PANICKED: u8 = 4;
 
 #[derive(Debug, Default)]
 struct CancelState {
@@ -288,8 +289,9 @@ struct CancelState {
 /// state.
 ///
 /// The loop cancels it when the peer cancels the request (`notifications/cancelled` in MCP),
-/// when a shutdown signal arrives, when the grace after end of input runs out, or when the
-/// peer goes away.
+/// when a shutdown signal arrives, when the grace after end of input runs out, when the
+/// peer goes away, or when the handler that took the request's [`Responder`] panics (the
+/// loop has answered the request itself).
 #[derive(Debug, Clone, Default)]
 pub struct CancelToken(Arc<CancelState>);
 
@@ -310,12 +312,14 @@ impl CancelToken {
     }
 
     /// Why the work should stop, as the error a handler returns: [`Error::Cancelled`] (the
-    /// peer cancelled it), [`Error::Shutdown`] or [`Error::PeerGone`]; `None` while it may go on.
+    /// peer cancelled it), [`Error::Shutdown`], [`Error::PeerGone`] or
+    /// [`Error::HandlerPanicked`]; `None` while it may go on.
     pub fn reason(&self) -> Option<Error> {
         match self.0.why.load(Ordering::Acquire) {
             LIVE => None,
             BY_PEER => Some(Error::Cancelled),
             BY_SHUTDOWN => Some(Error::Shutdown),
+            HANDLER_PANICKED => Some(Error::HandlerPanicked),
             _ => Some(Error::PeerGone),
         }
     }
@@ -361,6 +365,11 @@ impl CancelToken {
         self.cancel(PEER_GONE);
     }
 
+    /// Cancels because the handler that took the responder panicked, and the loop answered.
+    pub(crate) fn cancel_for_panic(&self) {
+        self.cancel(HANDLER_PANICKED);
+    }
+
     /// Whether the peer (not a shutdown) cancelled it.
     pub(crate) fn cancelled_by_peer(&self) -> bool {
         self.0.why.load(Ordering::Acquire) == BY_PEER
@@ -387,8 +396,8 @@ impl CancelToken {
 /// loop, which writes it unless the peer cancelled the request (then it is dropped, as MCP
 /// asks). A responder dropped without answering answers `-32603` itself, so a request is never
 /// lost silently (a worker that panics still answers). When the handler that took it panics,
-/// the loop answers the request with `-32603` at once: the responder is then cancelled and its
-/// answer dropped.
+/// the loop answers the request with `-32603` at once: the responder is then cancelled (its
+/// token's reason is [`Error::HandlerPanicked`]) and its answer dropped.
 ///
 /// # Example
 /// ```

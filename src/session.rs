@@ -93,8 +93,8 @@ pub(crate) struct Session {
     outbound: IdMap<Sender<Response>>,
     /// Requests to the peer whose sender gave up (its deadline, or its request cancelled): a
     /// late answer to one is dropped, as `Responder::call` promises, instead of reaching
-    /// `Handler::handle_response`.
-    given_up: GivenUp,
+    /// `Handler::handle_response`; `Context::call` notes its own here too.
+    pub(crate) given_up: GivenUp,
     /// The peer's input ended and every line of it was handled: requests to the peer are no
     /// longer sent (their senders learn it as the reply channel closes).
     outbound_ended: bool,
@@ -381,7 +381,7 @@ impl Session {
         // (Asked only when something is owed: hashing the id costs on every answer.)
         if !self.owed.is_empty() {
             if let Some((token, _)) = self.owed.remove(&id) {
-                token.cancel_by_peer();
+                token.cancel_for_panic();
                 self.superseded.push(token);
             }
         }

@@ -173,6 +173,35 @@ fn the_handshake_has_a_deadline() {
 }
 
 #[test]
+fn a_handshake_timeout_says_the_whole_time_the_connection_waited() {
+    watchdog(LIMIT, || {
+        // The probe waits its 400 ms, then `initialize` its 600 ms: the user waited a second,
+        // and the error says so, not only the last wait.
+        let started = Instant::now();
+        let err = fixture("never_answers.py")
+            .discover_timeout(Duration::from_millis(400))
+            .init_timeout(Duration::from_millis(600))
+            .spawn()
+            .unwrap_err();
+        let waited = started.elapsed();
+        let Error::Timeout {
+            method, elapsed, ..
+        } = &err
+        else {
+            panic!("expected a timeout, got {err}");
+        };
+        assert_eq!(method, "initialize");
+        assert!(
+            *elapsed >= Duration::from_millis(1000) && *elapsed <= waited,
+            "{elapsed:?} of {waited:?} waited: {err}"
+        );
+        let text = err.to_string();
+        let said = format!("within {:.3} s of connecting", elapsed.as_secs_f64());
+        assert!(text.contains(&said), "{text}");
+    });
+}
+
+#[test]
 fn a_handshake_timeout_shows_what_the_server_said_on_stderr() {
     watchdog(LIMIT, || {
         // A server that says why it cannot serve, then waits (and its stderr ends without a
@@ -197,8 +226,10 @@ fn a_handshake_timeout_shows_what_the_server_said_on_stderr() {
             };
             assert_eq!(method, "initialize");
             let text = err.to_string();
+            // The probe's 500 ms, then `initialize`'s.
             assert!(
-                text.starts_with("the peer did not answer initialize within 0.5"),
+                text.starts_with("the peer did not answer initialize within 1.")
+                    && text.contains(" s of connecting;"),
                 "{text}"
             );
             if args.is_empty() {

@@ -16,12 +16,13 @@ use mcpipe::{Context, ErrorObject, Handler, Outcome, Request, Server};
 use serde_json::{json, Value};
 use util::{line_channel, recv_json, request, watchdog};
 
-/// Methods, all on the loop's thread: `block {ms}` sleeps, `ask` asks the peer `question`
-/// (60 s), `flood {n}` sends `n` notifications of 1 KiB; `later {ms}` answers from a thread
+/// Methods, all on the loop's thread: `block {ms}` sleeps, `ask {ms}` asks the peer
+/// `question` (for `ms`, 60 s unless given), `flood {n}` sends `n` notifications of 1 KiB; `later {ms}` answers from a thread
 /// after `ms` (cancellable); `owe {ms}` answers from a thread after `ms`, deaf to
 /// cancellation (as a relay's server is to the loop); anything else is answered at once (`ping` is named so). An error
 /// is answered with its text. The cancellation of an owed request of id 100 or more is told
-/// to the peer (`test/cancelled`), so that a test sees when the handler heard of it.
+/// to the peer (`test/cancelled`), so that a test sees when the handler heard of it. A
+/// response that reaches the handler is told to the peer too (`test/response`, with its id).
 struct OnTheLoop;
 
 impl Handler for OnTheLoop {
@@ -34,9 +35,11 @@ impl Handler for OnTheLoop {
                 cx.sleep(Duration::from_millis(ms)).map_err(failed)?;
                 Ok(json!({ "blocked": ms }))
             }
-            "ask" => cx
-                .call("question", None, Duration::from_secs(60))
-                .map_err(failed),
+            "ask" => {
+                let ms = params["ms"].as_u64().unwrap_or(60_000);
+                cx.call("question", None, Duration::from_millis(ms))
+                    .map_err(failed)
+            }
             "flood" => {
                 let n = params["n"].as_u64().unwrap_or(0);
                 let pad = "x".repeat(1024);
@@ -83,6 +86,11 @@ impl Handler for OnTheLoop {
 
     fn methods_answered_at_once(&self) -> &'static [&'static str] {
         &["ping"]
+    }
+
+    fn handle_response(&mut self, response: mcpipe::Response, cx: &mut Context<'_>) {
+        let id = response.id.map_or(Value::Null, |id| id.to_value());
+        let _ = cx.notify("test/response", Some(json!({ "id": id })));
     }
 }
 
@@ -433,4 +441,45 @@ fn a_question_asked_on_the_loop_is_cancelled_on_the_wire_when_its_request_is() {
         "the question of a cancelled request is left open: {seen:?}"
     );
     assert!(!seen.iter().any(|m| m["id"] == 1), "answered: {seen:?}");
+}
+
+#[test]
+fn a_late_answer_to_a_question_given_up_on_is_dropped_not_handled() {
+    let _w = watchdog("loop_ask_late", Duration::from_secs(30));
+    let mut s = start(server());
+    let lines = s.lines();
+    let until = |done: &dyn Fn(&Value) -> bool| {
+        let mut seen = Vec::new();
+        while !seen.last().is_some_and(done) {
+            seen.push(recv_json(&lines));
+        }
+        seen
+    };
+    // Given up at its deadline.
+    s.send(&request(1, "ask", json!({ "ms": 100 })));
+    let timed_out = recv_json(&lines);
+    assert_eq!(timed_out["method"], "question", "{timed_out}");
+    until(&|m| m["id"] == 1);
+    // Given up as the request that asked is cancelled.
+    s.send(&request(2, "ask", json!({})));
+    let cancelled = recv_json(&lines);
+    assert_eq!(cancelled["method"], "question", "{cancelled}");
+    s.send(
+        br#"{"jsonrpc":"2.0","method":"cancel","params":{"requestId":2}}
+"#,
+    );
+    until(&|m| m["method"] == "cancel" && m["params"]["requestId"] == cancelled["id"]);
+    // Both answers come late; an answer to nothing asked still reaches the handler.
+    for id in [&timed_out["id"], &cancelled["id"], &json!("never-asked")] {
+        let late = json!({ "jsonrpc": "2.0", "id": id, "result": "late" });
+        s.send(format!("{late}\n").as_bytes());
+    }
+    s.send(&request(3, "hello", json!({})));
+    let seen = until(&|m| m["id"] == 3);
+    let handled: Vec<&Value> = seen
+        .iter()
+        .filter(|m| m["method"] == "test/response")
+        .map(|m| &m["params"]["id"])
+        .collect();
+    assert_eq!(handled, [&json!("never-asked")], "{seen:?}");
 }

@@ -1,7 +1,8 @@
 //! `mcpipe probe` as a CI job uses it: its JUnit XML read by a real XML parser, its JSON report
 //! checked field by field against docs/probe.md, its GitHub annotations, each with hostile text
 //! from the server (`tests/fixtures/ci_hazards.py`), and its exit status for commands that are
-//! not UTF-8, and the JUnit file a killed probe leaves.
+//! not UTF-8 or hold control characters, and the JUnit file a killed probe leaves (each
+//! report replaces it in one step).
 
 mod util;
 
@@ -298,5 +299,90 @@ fn a_killed_probe_leaves_a_junit_file_that_says_so_and_no_server() {
         let (output, _) = probe(&["--list", "--junit", junit.to_str().unwrap()]);
         assert!(output.status.success(), "{output:?}");
         assert!(!junit.exists(), "--list wrote {}", junit.display());
+    });
+}
+
+/// Review: the report was written over the `--junit` file in place, so a probe killed
+/// during that write left a truncated file no JUnit reader can parse. Each report is now
+/// written beside the file and renamed over it: a second name (a hard link) taken for the
+/// file before the run keeps the old text, one taken while the run's "did not finish"
+/// report stands keeps that, and nothing else is left in the directory.
+#[test]
+fn each_junit_report_replaces_the_file_in_one_step() {
+    watchdog(Duration::from_secs(60), || {
+        let dir =
+            std::env::temp_dir().join(format!("mcpipe-probe-ci-atomic-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        let junit = dir.join("report.xml");
+        std::fs::write(&junit, "old report").unwrap();
+        std::fs::hard_link(&junit, dir.join("before.xml")).unwrap();
+        // The handshake check waits 1 s for a server that never answers.
+        let mut child = Command::new(mcpipe_bin())
+            .args([
+                "probe",
+                "--time-scale",
+                "0.2",
+                "--only",
+                "handshake",
+                "--junit",
+            ])
+            .arg(&junit)
+            .args(["--", "python3"])
+            .arg(fixture_path("never_answers.py"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        while !std::fs::read_to_string(&junit).is_ok_and(|t| t.contains("did not finish")) {
+            assert!(started.elapsed() < Duration::from_secs(10), "no report");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        std::fs::hard_link(&junit, dir.join("during.xml")).unwrap();
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(1), "the handshake fails");
+        let read = read_junit(&junit);
+        assert_eq!(read["suite"]["failures"], "1", "{read:#}");
+        let before = std::fs::read_to_string(dir.join("before.xml")).unwrap();
+        let during = std::fs::read_to_string(dir.join("during.xml")).unwrap();
+        let mut names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(
+            before, "old report",
+            "the first report was written into the old file"
+        );
+        assert!(
+            during.contains("did not finish"),
+            "the final report was written into the first: {during}"
+        );
+        assert_eq!(names, ["before.xml", "during.xml", "report.xml"]);
+    });
+}
+
+/// Review: the `probing:` line printed the user's command raw, so an escape sequence in it
+/// drove the terminal. A control character is printed escaped, in quotes a shell reads back.
+#[test]
+fn the_probed_command_is_printed_with_its_control_characters_escaped() {
+    watchdog(Duration::from_secs(60), || {
+        let (output, _) = probe(&[
+            "--only",
+            "handshake",
+            "--",
+            "python3",
+            "/nonexistent/\u{1b}[2Jmcpipe\n.py",
+        ]);
+        let table = String::from_utf8(output.stdout).unwrap();
+        let header = table.lines().next().unwrap();
+        assert_eq!(
+            header, "probing: python3 $'/nonexistent/\\x1b[2Jmcpipe\\n.py'",
+            "{table}"
+        );
+        assert!(!table.contains('\u{1b}'), "{table:?}");
     });
 }

@@ -501,11 +501,11 @@ fn a_panic_after_handing_the_responder_away_leaves_a_reused_id_its_own_answer() 
     // The id is free again: a new request takes it, and must get its own answer, not the
     // one the panicked request's thread gives 300 ms later.
     s.send(&request(1, "later", json!({ "ms": 600 })));
-    let mut saw_cancel = false;
+    let mut told = None;
     let answer = loop {
         let line = s.recv();
         if line["method"] == "test/saw-cancel" {
-            saw_cancel = true;
+            told = Some(line["params"].clone());
             continue;
         }
         break line;
@@ -515,10 +515,15 @@ fn a_panic_after_handing_the_responder_away_leaves_a_reused_id_its_own_answer() 
         json!({ "jsonrpc": "2.0", "id": 1, "result": { "slept": 600 } }),
         "the reused id got another request's answer"
     );
-    assert!(
-        saw_cancel,
-        "the thread holding the panicked request's responder was not told"
+    // It is told what happened (the loop gave up on the request), not that the peer
+    // cancelled it.
+    let told = told.expect("the thread holding the panicked request's responder was not told");
+    assert_eq!(
+        told,
+        json!(mcpipe::Error::HandlerPanicked.to_string()),
+        "the thread was told another reason"
     );
+    assert!(told.as_str().unwrap().contains("panicked"), "{told}");
 }
 
 #[test]

@@ -661,3 +661,36 @@ fn a_server_path_that_is_not_utf8_is_run_as_given_and_an_option_that_is_not_is_a
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("is not valid UTF-8"), "{stderr}");
 }
+
+/// Review: the server started only with the client's first message, so its start-up did not
+/// overlap the client's, and one that could not start was reported only then. It starts with
+/// the wrapper, as it would had the client launched it: what it prints as it starts shows
+/// before the client sends anything, and a command that cannot start is reported at once.
+#[test]
+fn the_server_starts_with_the_wrapper_before_the_client_sends_anything() {
+    let _w = watchdog("wrap_starts_at_once", Duration::from_secs(60));
+    let stderr_shows = |p: &Proc, text: &str| {
+        let until = Instant::now() + Duration::from_secs(10);
+        while !p.stderr.lock().unwrap().contains(text) {
+            assert!(
+                Instant::now() < until,
+                "no {text:?} before the client's first message; stderr: {}",
+                p.stderr.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let mut p = wrapped(&[], "banner", None);
+    stderr_shows(&p, "hazard (stdout, not JSON-RPC): Welcome");
+    burst(&mut p);
+    assert!(p.result(0)["protocolVersion"].is_string());
+    p.close_stdin();
+    assert_eq!(p.wait_exit(), Some(0));
+
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcpipe"));
+    cmd.args(["wrap", "--", "/nonexistent/mcpipe-no-such-server"]);
+    let mut p = Proc::spawn(cmd);
+    stderr_shows(&p, "could not be started");
+    p.close_stdin();
+    assert_eq!(p.wait_exit(), Some(3));
+}

@@ -26,7 +26,8 @@ impl Client {
             init_timeout: self.settings.init_timeout,
         };
         let mut handshake = Handshake::new(plan, previous);
-        let mut step = handshake.start(&mut self.session, Instant::now());
+        let started = Instant::now();
+        let mut step = handshake.start(&mut self.session, started);
         loop {
             match step {
                 Step::Await(id) => {
@@ -46,23 +47,26 @@ impl Client {
                     self.flush_outbox();
                     return Ok(());
                 }
-                Step::Failed(error) => return Err(self.with_stderr_tail(error)),
+                Step::Failed(error) => return Err(self.with_stderr_tail(error, started)),
             }
         }
     }
 
     /// A connection step that timed out carries what the server wrote on stderr meanwhile (a
     /// server that says "missing API key" and waits): the client shuts it down next, so
-    /// nobody could ask for it later. Other failures are returned as they are.
-    fn with_stderr_tail(&mut self, error: Error) -> Error {
-        let (method, elapsed) = match error {
+    /// nobody could ask for it later. Its `elapsed` is the whole step since `started` (a
+    /// `server/discover` probe waited for before `initialize`), which is what the caller
+    /// waited. Other failures are returned as they are.
+    fn with_stderr_tail(&mut self, error: Error, started: Instant) -> Error {
+        let method = match error {
             Error::Timeout {
                 method,
-                elapsed,
                 stderr_tail: None,
-            } => (method, elapsed),
+                ..
+            } => method,
             other => return other,
         };
+        let elapsed = started.elapsed();
         let Client {
             process, on_stderr, ..
         } = self;

@@ -178,8 +178,9 @@ impl Wrapper {
         self
     }
 
-    /// Serves stdin and stdout until the client closes its input or a signal arrives, then
-    /// stops the server and every process it started.
+    /// Starts the server at once (not at the client's first message), serves stdin and stdout
+    /// until the client closes its input or a signal arrives, then stops the server and every
+    /// process it started.
     ///
     /// On Linux the wrapper becomes a child subreaper, so descendants that leave the server's
     /// process group or session are found and ended too. Elsewhere (macOS) the server's

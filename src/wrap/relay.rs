@@ -28,7 +28,9 @@ const JOIN_SLACK: Duration = Duration::from_secs(2);
 #[derive(Debug)]
 pub(super) struct Relay {
     shared: Arc<Shared>,
-    /// Started with the first message from the client (it needs the loop's handle).
+    /// Started as the loop starts ([`Handler::on_start`]), as a client that launched the
+    /// server itself would have started it: its start-up overlaps the client's, and one that
+    /// cannot start is reported at once, not at the client's first message.
     supervisor: Option<JoinHandle<()>>,
     /// The running server's stdout, watched by the loop.
     upstream: Option<ServerOutput>,
@@ -40,13 +42,6 @@ impl Relay {
             shared,
             supervisor: None,
             upstream: None,
-        }
-    }
-
-    fn start(&mut self, cx: &Context<'_>) {
-        if self.supervisor.is_none() {
-            let handle = cx.loop_handle();
-            self.supervisor = Some(child::supervise(Arc::clone(&self.shared), handle));
         }
     }
 
@@ -82,7 +77,6 @@ impl Handler for Relay {
         mut request: Request,
         cx: &mut Context<'_>,
     ) -> Result<Value, ErrorObject> {
-        self.start(cx);
         if self.shared.gave_up() {
             return Err(child::not_running(&self.shared));
         }
@@ -136,7 +130,6 @@ impl Handler for Relay {
     }
 
     fn handle_notification(&mut self, notification: Notification, cx: &mut Context<'_>) {
-        self.start(cx);
         // Under the queue's lock, with its line: a restart's replay sees the flag and the line
         // together, or neither (then the line comes after the replay), never the flag alone.
         let queue = lock(&self.shared.queue);
@@ -152,7 +145,6 @@ impl Handler for Relay {
 
     fn handle_response(&mut self, response: Response, cx: &mut Context<'_>) {
         // The client's answer to a request the server sent it: back to the server, unchanged.
-        self.start(cx);
         self.shared
             .forward(None, &Message::Response(response), cx.take_raw_line());
     }
@@ -182,6 +174,11 @@ impl Handler for Relay {
                 json!({ "requestId": sent.to_value(), "reason": "cancelled by the client" }),
             ),
         }));
+    }
+
+    fn on_start(&mut self, cx: &mut Context<'_>) {
+        let handle = cx.loop_handle();
+        self.supervisor = Some(child::supervise(Arc::clone(&self.shared), handle));
     }
 
     fn holds_input(&self) -> bool {

@@ -221,7 +221,7 @@ pub(crate) fn run(args: Vec<OsString>) -> ExitCode {
         // Found out now, not after the whole run: the report is written there at the end. Until
         // then the file says the run did not finish, so a CI job cancelled or killed midway
         // leaves a report that says so, not an empty file no JUnit reader can parse.
-        if let Err(e) = std::fs::write(path, report::junit_unfinished()) {
+        if let Err(e) = report::write_file(path, &report::junit_unfinished()) {
             eprintln!("mcpipe probe: cannot write {path}: {e}\n\n{HELP}");
             return ExitCode::from(2);
         }
@@ -295,7 +295,8 @@ pub(crate) fn run(args: Vec<OsString>) -> ExitCode {
     }
     let failed = report::finish(&mut out, &report, &target, &rows, started.elapsed());
     if let Some(path) = &options.junit {
-        if let Err(e) = std::fs::write(path, report::junit(&target, &rows, started.elapsed())) {
+        if let Err(e) = report::write_file(path, &report::junit(&target, &rows, started.elapsed()))
+        {
             eprintln!("mcpipe probe: cannot write {path}: {e}");
             return ExitCode::from(2);
         }

@@ -39,7 +39,9 @@ pub(crate) fn rate(per_second: f64) -> String {
 }
 
 /// The command line as a POSIX shell would need it: arguments with anything but safe
-/// characters go in single quotes.
+/// characters go in single quotes, and one with a control character in bash's `$'...'`
+/// quotes with that character escaped (the user's own command is printed: an escape
+/// sequence in it must not drive the terminal, nor a newline start a line of its own).
 pub(crate) fn shell_quote(command: &[OsString]) -> String {
     command
         .iter()
@@ -51,12 +53,36 @@ pub(crate) fn shell_quote(command: &[OsString]) -> String {
                     .all(|c| c.is_ascii_alphanumeric() || "_-./:=@%+,".contains(c));
             if safe {
                 arg.into_owned()
+            } else if arg.chars().any(needs_escape) {
+                ansi_c_quote(&arg)
             } else {
                 format!("'{}'", arg.replace('\'', "'\\''"))
             }
         })
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// `arg` in bash's ANSI-C quotes: control characters as `\n`, `\xHH` (below U+0080) or
+/// `\uHHHH` (a C1 control, a line separator: `\x80` would be a lone byte, not the character).
+fn ansi_c_quote(arg: &str) -> String {
+    let mut out = String::from("$'");
+    for c in arg.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\'' => out.push_str("\\'"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if needs_escape(c) && (c as u32) < 0x80 => {
+                out.push_str(&format!("\\x{:02x}", c as u32));
+            }
+            c if needs_escape(c) => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('\'');
+    out
 }
 
 /// A reason on one line, at most 200 characters: its lines joined with ` | `, then made
@@ -170,6 +196,20 @@ mod tests {
             shell_quote(&command),
             "python3 'my server.py' '--name=a'\\''b' '' x/y.py"
         );
+    }
+
+    #[test]
+    fn arguments_with_control_characters_are_quoted_with_escapes() {
+        let command: Vec<OsString> = ["python3", "\u{1b}[2J'a\\b", "x\ny\u{85}\u{2028}\u{7f}"]
+            .iter()
+            .map(OsString::from)
+            .collect();
+        let quoted = shell_quote(&command);
+        assert_eq!(
+            quoted,
+            "python3 $'\\x1b[2J\\'a\\\\b' $'x\\ny\\u0085\\u2028\\x7f'"
+        );
+        assert!(!quoted.chars().any(needs_escape), "{quoted:?}");
     }
 
     #[test]

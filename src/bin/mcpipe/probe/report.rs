@@ -4,7 +4,8 @@
 //! A row's verdict comes from the check's finding and the level it rests on: a shortfall at
 //! MUST is FAIL; at SHOULD it is WARN (FAIL under `--strict`); a measurement's is WARN.
 
-use std::io::Write;
+use std::io::{self, Write};
+use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -281,6 +282,30 @@ pub(crate) fn junit(target: &Target, rows: &[Row], elapsed: Duration) -> String 
     }
     xml_out.push_str("</testsuite>\n");
     xml_out
+}
+
+/// Replaces the file at `path` with `text` in one step: written to a temporary file in the
+/// same directory, then renamed over it. A probe killed midway leaves the old file whole
+/// (and at worst the temporary one), never a truncated report no JUnit reader can parse.
+pub(crate) fn write_file(path: &str, text: &str) -> io::Result<()> {
+    let path = Path::new(path);
+    let Some(name) = path.file_name() else {
+        // Not a file's name ("dir/..", "/"): the plain write says why it fails.
+        return std::fs::write(path, text);
+    };
+    let mut temporary = name.to_owned();
+    temporary.push(format!(".{}.tmp", std::process::id()));
+    let temporary = path.with_file_name(temporary);
+    let written = (|| {
+        let mut file = std::fs::File::create(&temporary)?;
+        file.write_all(text.as_bytes())?;
+        file.sync_all()?;
+        std::fs::rename(&temporary, path)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&temporary);
+    }
+    written
 }
 
 /// The JUnit XML the `--junit` file holds while the probe runs: one test case in error, "the
