@@ -6,7 +6,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use mcpipe::{Error, ErrorCode, RequestOptions};
+use mcpipe::{Client, ClientBuilder, Era, Error, ErrorCode, LogLevel, RequestOptions};
 use serde_json::{json, Value};
 use util::client::{first_text, fixture, watchdog};
 
@@ -348,5 +348,37 @@ fn a_command_that_does_not_exist_is_a_spawn_error() {
         assert!(matches!(err, Error::Spawn { .. }), "{err}");
         assert!(err.to_string().starts_with("could not run"));
         assert!(std::error::Error::source(&err).is_some());
+    });
+}
+
+/// `ClientBuilder::log_level` against a server of this crate (examples/three_tools.rs, whose
+/// `count_to` logs "counted to N" at `info`), in both eras.
+#[test]
+fn log_messages_come_at_the_level_asked_for_in_both_eras() {
+    watchdog(LIMIT, || {
+        let logs = |builder: ClientBuilder| -> Vec<Value> {
+            let mut client = builder.spawn().unwrap();
+            client.call_tool("count_to", json!({"n": 0})).unwrap();
+            let logs = client
+                .take_notifications()
+                .into_iter()
+                .filter(|n| n.method == "notifications/message")
+                .map(|n| n.params.unwrap_or_default()["data"].clone())
+                .collect();
+            client.close();
+            logs
+        };
+        let server = || Client::builder(util::example_binary("three_tools"));
+        let none: Vec<Value> = Vec::new();
+        let counted = [json!("counted to 0")];
+        // MCP 2026-07-28 (what this server speaks): a request's logs only when it names a level.
+        assert_eq!(logs(server()), none, "modern, no level");
+        assert_eq!(logs(server().log_level(LogLevel::Info)), counted);
+        assert_eq!(logs(server().log_level(LogLevel::Warning)), none);
+        // The handshake era: the server's own choice (info and up) until `logging/setLevel`.
+        let legacy = || server().era(Era::Legacy);
+        assert_eq!(logs(legacy()), counted, "handshake era, no level");
+        assert_eq!(logs(legacy().log_level(LogLevel::Warning)), none);
+        assert_eq!(logs(legacy().log_level(LogLevel::Debug)), counted);
     });
 }

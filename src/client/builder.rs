@@ -12,6 +12,7 @@ use super::process::Spawn;
 use super::retry::RetryPolicy;
 use super::{Client, SharedClient};
 use crate::error::Error;
+use crate::mcp::logging::LogLevel;
 use crate::message::{ErrorObject, Notification};
 
 use crate::protocol::{LATEST_MODERN_VERSION, LATEST_PROTOCOL_VERSION};
@@ -44,6 +45,8 @@ pub(crate) struct Settings {
     pub(crate) max_message_bytes: usize,
     pub(crate) log_bad_lines: bool,
     pub(crate) max_queued_notifications: usize,
+    /// The least severe log message asked for, if any.
+    pub(crate) log_level: Option<LogLevel>,
 }
 
 /// Configures and starts a [`Client`]: the server command, its environment, the handshake,
@@ -106,6 +109,7 @@ impl ClientBuilder {
                 max_message_bytes: 64 << 20,
                 log_bad_lines: true,
                 max_queued_notifications: 10_000,
+                log_level: None,
             },
             on_stderr: None,
             on_notification: None,
@@ -327,6 +331,21 @@ impl ClientBuilder {
     /// setting too.
     pub fn log_bad_lines(mut self, log: bool) -> ClientBuilder {
         self.settings.log_bad_lines = log;
+        self
+    }
+
+    /// Asks the server for its log messages (`notifications/message`) of `level` and more
+    /// severe, which then reach [`ClientBuilder::on_notification`] or the notification
+    /// queue. Under MCP 2026-07-28 a server sends a request's log messages only when the
+    /// request names a level, so every request then carries it in
+    /// `params._meta["io.modelcontextprotocol/logLevel"]` (a level the caller put there
+    /// stays); without this setting, such a server sends none. In the handshake era the
+    /// client sends `logging/setLevel` after each handshake (a restarted server's too) to a
+    /// server that declares `logging`; one that refuses it is reported on stderr and the
+    /// connection goes on. Not set by default: a handshake-era server then sends what it
+    /// chooses.
+    pub fn log_level(mut self, level: LogLevel) -> ClientBuilder {
+        self.settings.log_level = Some(level);
         self
     }
 

@@ -24,6 +24,7 @@ impl Client {
             modern_version: self.settings.modern_version.clone(),
             discover_timeout: self.settings.discover_timeout,
             init_timeout: self.settings.init_timeout,
+            log_level: self.settings.log_level,
         };
         let mut handshake = Handshake::new(plan, previous);
         let started = Instant::now();

@@ -6,8 +6,8 @@ use serde_json::{json, Map, Value};
 
 use crate::message::ErrorObject;
 use crate::protocol::{
-    CLIENT_CAPABILITIES_KEY, CLIENT_INFO_KEY, PROTOCOL_VERSIONS, PROTOCOL_VERSION_KEY,
-    UNSUPPORTED_PROTOCOL_VERSION,
+    CLIENT_CAPABILITIES_KEY, CLIENT_INFO_KEY, LOG_LEVEL_KEY, PROTOCOL_VERSIONS,
+    PROTOCOL_VERSION_KEY, UNSUPPORTED_PROTOCOL_VERSION,
 };
 
 /// Which generation of MCP a connection speaks.
@@ -135,6 +135,18 @@ pub(crate) fn add_meta(
         .or_insert_with(|| capabilities.clone());
     meta.entry(CLIENT_INFO_KEY)
         .or_insert_with(|| client_info.clone());
+}
+
+/// Names `level` in `params._meta` (made by [`add_meta`]) unless the caller named one.
+pub(crate) fn add_log_level(params: &mut Option<Value>, level: &str) {
+    let meta = params
+        .as_mut()
+        .and_then(|params| params.get_mut("_meta"))
+        .and_then(Value::as_object_mut);
+    if let Some(meta) = meta {
+        meta.entry(LOG_LEVEL_KEY)
+            .or_insert_with(|| Value::from(level));
+    }
 }
 
 /// The params of a `server/discover` asking for `version`.

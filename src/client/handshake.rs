@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 use super::era::{self, excerpt_of, Era, Verdict};
 use super::session::{Session, Timing};
 use crate::error::Error;
+use crate::mcp::logging::LogLevel;
 use crate::message::RequestId;
 use crate::protocol::{MODERN_PROTOCOL_VERSIONS, PROTOCOL_VERSIONS, UNSUPPORTED_PROTOCOL_VERSION};
 
@@ -30,6 +31,8 @@ pub(crate) struct Plan {
     pub(crate) discover_timeout: Duration,
     /// How long `initialize` (and a probe that must succeed) waits.
     pub(crate) init_timeout: Duration,
+    /// The log level a handshake-era server that declares `logging` is asked for.
+    pub(crate) log_level: Option<LogLevel>,
 }
 
 impl Plan {
@@ -105,6 +108,11 @@ enum Stage {
         version: String,
         error: Error,
     },
+    /// Connected in the handshake era; `logging/setLevel` `id` asks for the log level.
+    SettingLevel {
+        id: RequestId,
+        result: Value,
+    },
     Over,
 }
 
@@ -146,7 +154,8 @@ impl Handshake {
         match &self.stage {
             Stage::Probing(Probe { id, .. })
             | Stage::Initializing { id, .. }
-            | Stage::Reprobing { id, .. } => Some(id),
+            | Stage::Reprobing { id, .. }
+            | Stage::SettingLevel { id, .. } => Some(id),
             Stage::Idle | Stage::Over => None,
         }
     }
@@ -172,6 +181,7 @@ impl Handshake {
             Stage::Reprobing { version, error, .. } => {
                 self.reprobed(session, outcome, &version, error)
             }
+            Stage::SettingLevel { result, .. } => level_set(session, outcome, result),
             Stage::Idle | Stage::Over => return None,
         };
         if !matches!(step, Step::Await(_)) {
@@ -298,6 +308,17 @@ impl Handshake {
             Ok((version, result)) => {
                 session.connected(Era::Legacy, version);
                 session.notify("notifications/initialized", None);
+                let logging = result["capabilities"]["logging"].is_object();
+                if let Some(level) = self.plan.log_level.filter(|_| logging) {
+                    let params = json!({ "level": level.as_str() });
+                    let timing = timing(now, self.plan.init_timeout);
+                    let id = session.start("logging/setLevel", Some(params), false, timing);
+                    self.stage = Stage::SettingLevel {
+                        id: id.clone(),
+                        result,
+                    };
+                    return Step::Await(id);
+                }
                 return Step::Connected(Connected {
                     era: Era::Legacy,
                     result,
@@ -370,6 +391,21 @@ fn send_probe(session: &mut Session, now: Instant, version: &str, timeout: Durat
     let id = session.start("server/discover", Some(params), false, timing(now, timeout));
     session.mark_probe(&id);
     id
+}
+
+/// `logging/setLevel` ended: connected either way (logs are not worth failing the connection
+/// over); a refusal is said on stderr.
+fn level_set(session: &mut Session, outcome: Result<Value, Error>, result: Value) -> Step {
+    if let Err(e) = outcome {
+        session.report(format!(
+            "the server did not take logging/setLevel ({e}): its log messages may not be \
+             those asked for"
+        ));
+    }
+    Step::Connected(Connected {
+        era: Era::Legacy,
+        result,
+    })
 }
 
 fn modern(session: &mut Session, version: String, result: Value) -> Step {

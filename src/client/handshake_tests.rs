@@ -7,6 +7,7 @@ use serde_json::{json, Value};
 
 use super::*;
 use crate::client::session::Event;
+use crate::mcp::logging::LogLevel;
 use crate::protocol::PROTOCOL_VERSION_KEY;
 
 const DISCOVER: Duration = Duration::from_millis(200);
@@ -21,18 +22,29 @@ struct Bench {
     now: Instant,
     t0: Instant,
     step: Option<Step>,
+    /// What the session said on stderr.
+    reports: Vec<String>,
 }
 
 impl Bench {
     fn new(era: Option<Era>, previous: Option<Era>) -> Bench {
-        Bench::build(era, previous, MODERN)
+        Bench::build(era, previous, MODERN, None)
     }
 
     fn with_modern(version: &str) -> Bench {
-        Bench::build(None, None, version)
+        Bench::build(None, None, version, None)
     }
 
-    fn build(era: Option<Era>, previous: Option<Era>, modern: &str) -> Bench {
+    fn with_log_level(era: Option<Era>, level: LogLevel) -> Bench {
+        Bench::build(era, None, MODERN, Some(level))
+    }
+
+    fn build(
+        era: Option<Era>,
+        previous: Option<Era>,
+        modern: &str,
+        log_level: Option<LogLevel>,
+    ) -> Bench {
         let mut session = Session::new(
             json!({}),
             json!({"name": "t", "version": "0"}),
@@ -51,6 +63,7 @@ impl Bench {
             modern_version: modern.to_owned(),
             discover_timeout: DISCOVER,
             init_timeout: INIT,
+            log_level,
         };
         let mut handshake = Handshake::new(plan, previous);
         let t0 = Instant::now();
@@ -61,6 +74,7 @@ impl Bench {
             now: t0,
             t0,
             step: Some(step),
+            reports: Vec::new(),
         }
     }
 
@@ -141,6 +155,10 @@ impl Bench {
                         stderr_tail: None,
                     }),
                 ),
+                Event::Report(text) => {
+                    self.reports.push(text);
+                    continue;
+                }
                 _ => continue,
             };
             if let Some(step) = self
@@ -474,4 +492,63 @@ fn a_late_answer_counts_only_for_the_steps_own_probe() {
     b.answer(json!({"error": {"code": -32601, "message": "no initialize here"}}));
     assert!(matches!(b.failed(), Error::Rpc(_)));
     assert_eq!(b.session.era(), None);
+}
+
+fn initialize_result_with_logging(version: &str) -> Value {
+    json!({"result": {"protocolVersion": version, "capabilities": {"logging": {}},
+                      "serverInfo": {"name": "s", "version": "1"}}})
+}
+
+#[test]
+fn a_handshake_era_server_with_logging_is_asked_for_the_level_after_initialized() {
+    let mut b = Bench::with_log_level(Some(Era::Legacy), LogLevel::Warning);
+    assert_eq!(b.request().0, "initialize");
+    b.answer(initialize_result_with_logging(LEGACY));
+    let sent = b.sent();
+    let methods: Vec<_> = sent.iter().map(|m| m["method"].clone()).collect();
+    assert_eq!(methods, ["notifications/initialized", "logging/setLevel"]);
+    assert_eq!(sent[1]["params"], json!({"level": "warning"}));
+    assert_eq!(sent[1]["id"], b.awaited(), "the step waits for setLevel");
+    b.answer(json!({"result": {}}));
+    let c = b.connected();
+    assert_eq!(
+        (c.era, &c.result["serverInfo"]["name"]),
+        (Era::Legacy, &json!("s"))
+    );
+    assert!(b.reports.is_empty(), "{:?}", b.reports);
+}
+
+#[test]
+fn no_level_is_set_on_a_server_without_logging_nor_unless_asked() {
+    let mut b = Bench::with_log_level(Some(Era::Legacy), LogLevel::Debug);
+    b.request();
+    b.answer(initialize_result(LEGACY));
+    assert_eq!(b.connected().era, Era::Legacy);
+    let sent = b.sent();
+    assert_eq!(sent.len(), 1, "only notifications/initialized: {sent:?}");
+    let mut b = Bench::new(Some(Era::Legacy), None);
+    b.request();
+    b.answer(initialize_result_with_logging(LEGACY));
+    assert_eq!(b.connected().era, Era::Legacy);
+    assert_eq!(b.sent().len(), 1);
+}
+
+#[test]
+fn a_refused_or_unanswered_set_level_is_reported_and_the_connection_stands() {
+    let mut b = Bench::with_log_level(Some(Era::Legacy), LogLevel::Info);
+    b.request();
+    b.answer(initialize_result_with_logging(LEGACY));
+    b.sent();
+    b.answer(json!({"error": {"code": -32602, "message": "no such level"}}));
+    assert_eq!(b.connected().era, Era::Legacy);
+    assert_eq!(b.reports.len(), 1);
+    assert!(b.reports[0].contains("logging/setLevel"), "{:?}", b.reports);
+    assert!(b.reports[0].contains("no such level"), "{:?}", b.reports);
+
+    let mut b = Bench::with_log_level(None, LogLevel::Info);
+    b.answer(json!({"error": {"code": -32601, "message": "Method not found"}}));
+    b.answer(initialize_result_with_logging(LEGACY));
+    b.pass(INIT + Duration::from_millis(1));
+    assert_eq!(b.connected().era, Era::Legacy);
+    assert!(b.reports[0].contains("did not answer"), "{:?}", b.reports);
 }

@@ -12,6 +12,7 @@ use super::era::Era;
 use super::handshake::{Handshake, Plan, Step};
 use super::session::{Event, Pulse, Session, Timing};
 use crate::error::Error;
+use crate::mcp::logging::LogLevel;
 use crate::message::RequestId;
 use crate::protocol::{MODERN_PROTOCOL_VERSIONS, PROTOCOL_VERSIONS};
 
@@ -177,6 +178,10 @@ fn answer_body(arg: u8) -> Value {
         0 => json!({"result": {}}),
         1 => json!({"error": {"code": -32603, "message": "failed"}}),
         2 => json!({"result": {"supportedVersions": ["2026-07-28"], "capabilities": {}}}),
+        // With `logging` (odd `arg`), a step asked for a log level sends `logging/setLevel`.
+        3 if arg & 1 == 1 => {
+            json!({"result": {"protocolVersion": version, "capabilities": {"logging": {}}}})
+        }
         3 => json!({"result": {"protocolVersion": version, "capabilities": {}}}),
         4 => json!({"error": {"code": -32022, "message": "unsupported",
                               "data": {"supported": ["2026-07-28"]}}}),
@@ -218,6 +223,7 @@ impl Connecting {
             modern_version: String::from("2026-07-28"),
             discover_timeout: DISCOVER_TIMEOUT,
             init_timeout: INIT_TIMEOUT,
+            log_level: (mode & 0x40 != 0).then_some(LogLevel::Warning),
         };
         let mut handshake = Handshake::new(plan, previous);
         let step = handshake.start(session, now);
@@ -396,7 +402,9 @@ impl Oracle {
                 "the step waits past its deadline"
             );
         }
-        let expected = usize::from(connecting.ended == Some(Some(Era::Legacy)));
+        // Sent once the session is in the handshake era: at the end, or before the step's
+        // `logging/setLevel`.
+        let expected = usize::from(session.era() == Some(Era::Legacy));
         assert!(
             connecting.initialized <= expected,
             "notifications/initialized sent {} times",

@@ -201,7 +201,7 @@ impl Client {
         if builder.on_sampling.is_some() {
             callbacks.push("sampling/createMessage");
         }
-        let session = Session::new(
+        let mut session = Session::new(
             Value::Object(capabilities),
             client_info,
             builder.settings.roots.clone(),
@@ -209,6 +209,7 @@ impl Client {
             builder.settings.heartbeat,
             builder.settings.initialize,
         );
+        session.set_log_level(builder.settings.log_level);
         let mut client = Client {
             spawn: builder.spawn,
             settings: builder.settings,

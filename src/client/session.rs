@@ -16,6 +16,7 @@ use super::era::{self, Era};
 use super::options::Progress;
 use crate::deadline;
 use crate::diagnostics::excerpt;
+use crate::mcp::logging::LogLevel;
 use crate::message::{
     parse_line, ErrorObject, Message, Notification, Parsed, Request, RequestId, Response,
 };
@@ -177,6 +178,10 @@ pub(crate) struct Session {
     /// The `ClientCapabilities` and `clientInfo` every modern request carries.
     capabilities: Value,
     client_info: Value,
+    /// The log level every modern request names ([`ClientBuilder::log_level`]).
+    ///
+    /// [`ClientBuilder::log_level`]: super::ClientBuilder::log_level
+    log_level: Option<&'static str>,
     roots: Option<Vec<Value>>,
     /// Methods of server requests the shell has callbacks for.
     callbacks: Vec<&'static str>,
@@ -210,6 +215,7 @@ impl Session {
             protocol_version: String::new(),
             capabilities,
             client_info,
+            log_level: None,
             roots,
             callbacks,
             outbox: VecDeque::new(),
@@ -227,6 +233,16 @@ impl Session {
         self.protocol_version.clear();
         self.pending.clear();
         self.era.take()
+    }
+
+    /// Names `level` in every modern request's `_meta` from now on.
+    pub(crate) fn set_log_level(&mut self, level: Option<LogLevel>) {
+        self.log_level = level.map(LogLevel::as_str);
+    }
+
+    /// Says `text` on stderr, through the shell's rate-limited reporter.
+    pub(crate) fn report(&mut self, text: String) {
+        self.events.push_back(Event::Report(text));
     }
 
     /// The connection step decided: `era` with `protocol_version`.
@@ -296,6 +312,9 @@ impl Session {
                 &self.capabilities,
                 &self.client_info,
             );
+            if let Some(level) = self.log_level {
+                era::add_log_level(&mut params, level);
+            }
         }
         let mut sent_token = None;
         if wants_progress || method == "tools/call" {

@@ -77,6 +77,27 @@ fn modern_requests_carry_the_envelope() {
         "2026-07-28"
     );
     assert_eq!(meta["io.modelcontextprotocol/clientInfo"]["name"], "t");
+    assert!(
+        meta.get("io.modelcontextprotocol/logLevel").is_none(),
+        "{meta}"
+    );
+}
+
+#[test]
+fn a_log_level_asked_for_is_named_by_every_modern_request_unless_the_caller_named_one() {
+    let t = Instant::now();
+    let mut s = session();
+    s.set_log_level(Some(crate::LogLevel::Notice));
+    s.start("tools/list", None, false, timing(t, 100, None));
+    s.connected(Era::Modern, String::from("2026-07-28"));
+    s.start("tools/list", None, false, timing(t, 100, None));
+    let own = json!({"name": "x", "_meta": {"io.modelcontextprotocol/logLevel": "debug"}});
+    s.start("tools/call", Some(own), false, timing(t, 100, None));
+    let out = outbound(&mut s);
+    assert!(out[0].get("params").is_none(), "no era yet: {}", out[0]);
+    let level = |i: usize| out[i]["params"]["_meta"]["io.modelcontextprotocol/logLevel"].clone();
+    assert_eq!(level(1), "notice");
+    assert_eq!(level(2), "debug");
 }
 
 #[test]
