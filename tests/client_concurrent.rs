@@ -307,6 +307,50 @@ fn a_server_that_dies_fails_every_call_at_once() {
 }
 
 #[test]
+fn restart_brings_a_dead_server_back_and_ends_the_calls_in_flight() {
+    watchdog(LIMIT, || {
+        let client = fixture("good_server.py")
+            .close_timeouts(Duration::from_millis(500), Duration::from_millis(500))
+            .spawn_shared()
+            .unwrap();
+        let first = client.pid().unwrap();
+        // Dead, and no retry policy: every call fails until a restart.
+        let exit = client.call_tool("exit", json!({"code": 3}));
+        assert!(matches!(exit, Err(Error::ServerExited { .. })), "{exit:?}");
+        assert!(matches!(client.ping(), Err(Error::ServerExited { .. })));
+        client.restart().unwrap();
+        let second = client.pid().unwrap();
+        assert_ne!(second, first);
+        assert_eq!(client.stats().restarts, 1);
+        let echo = client.call_tool("echo", json!({"text": "back"})).unwrap();
+        assert_eq!(first_text(&echo), "back");
+        // A restart while a call runs: the call ends, the old server goes, the new one serves.
+        let call = client
+            .start("tools/call", sleep_params(10_000), &RequestOptions::new())
+            .unwrap();
+        let waiter = std::thread::spawn(move || call.wait());
+        std::thread::sleep(Duration::from_millis(100));
+        let started = Instant::now();
+        client.restart().unwrap();
+        assert!(started.elapsed() < Duration::from_secs(5));
+        let outcome = waiter.join().unwrap();
+        assert!(matches!(outcome, Err(Error::Closed)), "{outcome:?}");
+        assert!(
+            wait_dead(second, Duration::from_secs(2)),
+            "the old server lives on"
+        );
+        assert_ne!(client.pid(), Some(second));
+        assert_eq!(client.stats().restarts, 2);
+        client.ping().unwrap();
+        // Closed is for good.
+        let third = client.pid().unwrap();
+        client.close();
+        assert!(matches!(client.restart(), Err(Error::Closed)));
+        assert!(!process_alive(third));
+    });
+}
+
+#[test]
 fn a_retry_restarts_a_dead_server_for_a_shared_client() {
     watchdog(LIMIT, || {
         let marker = std::env::temp_dir().join(format!("mcpipe-shared-die-{}", std::process::id()));

@@ -162,6 +162,23 @@ impl Client {
             Command::Fulfil { input, reply } => {
                 let _ = reply.send(self.fulfil(&input));
             }
+            Command::Restart { reply } => {
+                // The calls in flight end first, as at a close: the server may stop their
+                // work at once (and exit sooner).
+                if self.dead.is_none() {
+                    let ids: Vec<_> = self.detached.keys().cloned().collect();
+                    for id in ids {
+                        self.session
+                            .cancel(&id, "the client is restarting the server");
+                    }
+                    self.flush_outbox();
+                }
+                self.closed = true;
+                self.fail_detached();
+                let restarted = self.restart();
+                *link.view() = self.view();
+                let _ = reply.send(restarted);
+            }
             Command::Close { terminate, reply } => {
                 self.stop_serving(Some((terminate, reply)), link);
                 return ControlFlow::Break(());

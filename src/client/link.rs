@@ -102,6 +102,10 @@ pub(super) enum Command {
         input: Asked,
         reply: Sender<Result<Value, String>>,
     },
+    /// Shut the server down and start it again, with a fresh handshake.
+    Restart {
+        reply: Sender<Result<(), Error>>,
+    },
     /// `Some(grace)`: terminate without the end-of-input step.
     Close {
         terminate: Option<Duration>,

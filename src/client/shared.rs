@@ -327,6 +327,27 @@ impl SharedClient {
         exchange::request(&mut caller, method, params, &mut options)
     }
 
+    /// Shuts the server down in order (as [`SharedClient::close`] does, stdin first) and
+    /// starts it again with a fresh handshake, as [`Client::restart`] does: what a shared
+    /// client without a [retry policy](crate::ClientBuilder::retry) needs after its server
+    /// died, or to pick up a new version of it. Calls in flight when it starts fail with
+    /// [`Error::Closed`] (their requests are cancelled on the wire); calls started after it
+    /// returns go to the new server. A client that was closed stays closed.
+    ///
+    /// # Errors
+    /// As [`ClientBuilder::spawn`](crate::ClientBuilder::spawn) when the server cannot be
+    /// started again (the client is then unusable until a restart succeeds);
+    /// [`Error::Closed`] after [`SharedClient::close`]; an error when called from the
+    /// client's own callbacks (the IO thread cannot wait for itself).
+    pub fn restart(&self) -> Result<(), Error> {
+        if self.inner.closed.load(Ordering::SeqCst) {
+            return Err(Error::Closed);
+        }
+        let (reply, answer) = mpsc::channel();
+        self.inner.link.send(Command::Restart { reply })?;
+        answer.recv().unwrap_or(Err(Error::Closed))
+    }
+
     /// Sends a notification.
     ///
     /// # Errors
