@@ -41,9 +41,9 @@ const POLLED_CHUNK: usize = 512;
 
 /// At exit, how long the writer thread may go without writing a byte before the exit stops
 /// waiting for it: a stderr nobody reads delays the exit by this much, no more.
-const EXIT_STALL: Duration = Duration::from_millis(20);
+const EXIT_STALL: Duration = Duration::from_millis(50);
 /// At exit, the longest wait for the writer thread, however steadily it writes.
-const EXIT_MOST: Duration = Duration::from_millis(250);
+const EXIT_MOST: Duration = Duration::from_millis(500);
 
 /// How bytes reach stderr.
 #[derive(Debug)]

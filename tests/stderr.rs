@@ -1,7 +1,9 @@
 //! A full or closed stderr never stalls or kills the server: `mcpipe demo` launched with a
 //! stderr pipe nobody reads (filled before the server starts), and with a stderr whose reader
-//! is gone; the examples (whose hooks and endings write to stderr) with a full one. Every wait
-//! has a deadline.
+//! is gone; the examples (whose hooks and endings write to stderr) with a full one. A stderr
+//! with less room than `poll` promised (a pty) stalls nothing either; text left on a full
+//! stderr goes out once it drains, with no further call, and a server's last line before its
+//! exit reaches a slowly read stderr. Every wait has a deadline.
 
 mod util;
 
@@ -453,4 +455,45 @@ fn writer_threads() -> usize {
                 .count()
         })
         .unwrap_or(0)
+}
+
+/// A server that logs more than its stderr holds and then ends: the exit waits for the writer
+/// thread while a slow reader takes the text, so the last line (`ended`) is not lost.
+#[test]
+fn the_last_line_before_exit_reaches_a_slowly_read_stderr() {
+    let _w = watchdog("stderr_exit_line", Duration::from_secs(60));
+    let (reader, writer) = full_pipe();
+    let mut server = Demo::spawn(Command::new(util::example_binary("echo_server")), writer);
+    // A steady reader: 4 KiB a millisecond, from now on.
+    let (tx, chunks) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut reader = reader;
+        let mut buf = vec![0; 4096];
+        while let Ok(n @ 1..) = std::io::Read::read(&mut reader, &mut buf) {
+            if tx.send(buf[..n].to_vec()).is_err() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    });
+    // 50 KB of lines (the sink keeps 64 KiB), behind the full pipe's 64 KiB.
+    for id in 0..50 {
+        server.request(id, "log", json!({ "bytes": 1000 }));
+    }
+    for _ in 0..50 {
+        assert_eq!(server.next()["result"], json!({ "logged": 1000 }));
+    }
+    server.stdin = None;
+    assert_eq!(server.wait_exit(Duration::from_secs(5)), Some(0));
+    let mut text = Vec::new();
+    while let Ok(chunk) = chunks.recv_timeout(util::BOUND) {
+        text.extend(chunk);
+    }
+    let text = String::from_utf8_lossy(&text);
+    assert_eq!(text.matches("echo_server: xxx").count(), 50);
+    assert!(
+        text.contains("echo_server: ended"),
+        "the last line was lost at exit ({} bytes read)",
+        text.len()
+    );
 }
