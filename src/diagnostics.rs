@@ -39,7 +39,7 @@ const CHUNK: usize = 4096;
 /// write reaches a pipe whole, never interleaved with another process's output.
 const POLLED_CHUNK: usize = 512;
 
-/// At exit, how long the writer thread may go without writing a byte before the exit stops
+/// At exit, how long the writer thread may go without writing a piece before the exit stops
 /// waiting for it: a stderr nobody reads delays the exit by this much, no more.
 const EXIT_STALL: Duration = Duration::from_millis(50);
 /// At exit, the longest wait for the writer thread, however steadily it writes.
