@@ -6,7 +6,8 @@
 //!
 //! Methods: `echo` (returns its params), `sleep {ms}`, `fail {message}` (an error response),
 //! `panic`, `notify {count}` (sends that many notifications first), `noisy` (prints to stdout
-//! and runs a child that does too: the protocol must stay clean), `stats`.
+//! and runs a child that does too: the protocol must stay clean), `log {bytes}` (a line that
+//! long on stderr, through `mcpipe::stderr_line`), `stats`.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -43,6 +44,12 @@ impl Handler for Example {
                         .map_err(|e| ErrorObject::internal(e.to_string()))?;
                 }
                 Ok(json!({ "sent": count }))
+            }
+            "log" => {
+                let bytes = params["bytes"].as_u64().unwrap_or(80);
+                let text = "x".repeat(usize::try_from(bytes).unwrap_or(80));
+                mcpipe::stderr_line(&format!("echo_server: {text}"));
+                Ok(json!({ "logged": bytes }))
             }
             "noisy" => {
                 noisy();

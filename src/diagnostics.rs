@@ -4,16 +4,23 @@
 //! Why not `eprintln!`: it blocks when nobody reads stderr (a launcher that pipes it and never
 //! drains it), and it panics on `EPIPE` when the reader closed it. Either would stall or kill
 //! the session over a log line. The sink instead keeps at most [`SINK_BYTES`] of unwritten
-//! text, writes it without blocking whenever it is touched (the loop calls [`flush`] on every
-//! pass), drops and counts lines that do not fit (and says how many, once stderr drains), and
-//! stops logging for good when stderr is gone (`EPIPE`, `EBADF`). Any thread may use it: the
-//! lock is held only for a non-blocking write.
+//! text, drops and counts lines that do not fit (and says how many, once stderr drains), and
+//! stops logging for good when stderr is gone (`EPIPE`, `EBADF`). Any thread may use it.
+//!
+//! Who writes: a caller writes itself only what stderr takes without blocking (a private
+//! non-blocking description, `MSG_DONTWAIT`, a plain file), under the lock. What is left, and
+//! everything for a stderr no write can be sure not to block on (a tty, a pipe that cannot be
+//! reopened: another process may take the room `poll` saw), is written by the writer thread,
+//! "mcpipe-stderr": started when text is left, ended when none is, it waits and writes with
+//! the lock released. So text goes out as soon as stderr takes it, with no further call, and
+//! nothing waits for the thread: one stuck on a stderr nobody reads delays nothing but the
+//! exit, and that by [`EXIT_STALL`] at most.
 
 use std::collections::VecDeque;
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::sys::{self, FileKind};
@@ -25,20 +32,35 @@ pub(crate) const SINK_BYTES: usize = 64 * 1024;
 const LINES_PER_WINDOW: u32 = 10;
 const WINDOW: Duration = Duration::from_secs(1);
 
-/// How bytes reach stderr without blocking.
+/// The most the writer thread takes out of the buffer at a time for a stderr that takes
+/// bytes without blocking.
+const CHUNK: usize = 4096;
+/// The most written at once where a write may block: the smallest `PIPE_BUF`, so that each
+/// write reaches a pipe whole, never interleaved with another process's output.
+const POLLED_CHUNK: usize = 512;
+
+/// At exit, how long the writer thread may go without writing a piece before the exit stops
+/// waiting for it: a stderr nobody reads delays the exit by this much, no more.
+const EXIT_STALL: Duration = Duration::from_millis(50);
+/// At exit, the longest wait for the writer thread, however steadily it writes.
+const EXIT_MOST: Duration = Duration::from_millis(500);
+
+/// How bytes reach stderr.
 #[derive(Debug)]
 enum Writer {
     /// A private non-blocking description of the pipe (Linux), or a file that never blocks.
     Direct(OwnedFd),
     /// A socket: `send` with `MSG_DONTWAIT`.
     Socket(OwnedFd),
-    /// Anything else (a tty, a FIFO where it cannot be reopened): write only what `poll` says
-    /// fits, in pieces no larger than the smallest `PIPE_BUF` (512 bytes).
+    /// Anything else (a tty, any pipe on macOS, a FIFO where it cannot be reopened): a write
+    /// may block even after `poll` said there was room, since another process sharing stderr
+    /// may take that room first. Only the writer thread writes it (blocking, nothing waits for
+    /// it); callers do only if the thread cannot be started.
     Polled(OwnedFd),
 }
 
 impl Writer {
-    /// Prepares fd 2 for non-blocking writes; `None` when it is closed or unusable.
+    /// Prepares fd 2 for writing; `None` when it is closed or unusable.
     fn open() -> Option<Writer> {
         // fd 2 is borrowed only for this call; what we keep is our own duplicate or reopening.
         let stderr = io::stderr();
@@ -55,8 +77,21 @@ impl Writer {
         }
     }
 
-    /// Writes what the kernel takes now; `Ok(0)` when it takes nothing.
-    fn write(&self, bytes: &[u8]) -> io::Result<usize> {
+    fn fd(&self) -> BorrowedFd<'_> {
+        match self {
+            Writer::Direct(fd) | Writer::Socket(fd) | Writer::Polled(fd) => fd.as_fd(),
+        }
+    }
+
+    /// Whether a write may block: then only the writer thread writes.
+    fn may_block(&self) -> bool {
+        matches!(self, Writer::Polled(_))
+    }
+
+    /// Writes what the kernel takes now; `Ok(0)` when it takes nothing. For `Polled` (only
+    /// when no thread could be started) a piece `poll` says fits: it blocks if another process
+    /// takes the room first.
+    fn write_now(&self, bytes: &[u8]) -> io::Result<usize> {
         let result = match self {
             Writer::Direct(fd) => sys::write(fd.as_fd(), bytes),
             Writer::Socket(fd) => sys::send_nowait(fd.as_fd(), bytes),
@@ -64,7 +99,7 @@ impl Writer {
                 if !sys::writable_now(fd.as_fd())? {
                     return Ok(0);
                 }
-                sys::write(fd.as_fd(), &bytes[..bytes.len().min(512)])
+                sys::write(fd.as_fd(), &bytes[..bytes.len().min(POLLED_CHUNK)])
             }
         };
         match result {
@@ -72,39 +107,73 @@ impl Writer {
             other => other,
         }
     }
+
+    /// On the writer thread, no lock held: writes all of `bytes`, waiting as long as stderr
+    /// takes (a blocking write for `Polled`, `poll` for room otherwise).
+    fn write_all_waiting(&self, mut bytes: &[u8]) -> io::Result<()> {
+        while !bytes.is_empty() {
+            let written = match self {
+                Writer::Polled(fd) => sys::write(fd.as_fd(), bytes)?,
+                _ => self.write_now(bytes)?,
+            };
+            if written == 0 {
+                sys::wait_writable(self.fd())?;
+            }
+            bytes = &bytes[written..];
+        }
+        Ok(())
+    }
 }
 
-/// The process-wide stderr sink. Invariant: `pending.len() <= SINK_BYTES`.
+/// The process-wide stderr sink. Invariant: `pending.len() + in_flight <= SINK_BYTES`; while
+/// `writing`, only the writer thread writes (so text goes out in order).
 #[derive(Debug)]
 struct Sink {
     /// `None` until first used; then the writer, or `None` inside when stderr is unusable.
-    writer: Option<Option<Writer>>,
+    writer: Option<Option<Arc<Writer>>>,
     pending: VecDeque<u8>,
+    /// Bytes the writer thread took out of `pending` and is writing.
+    in_flight: usize,
     /// Lines dropped because the buffer was full or stderr was gone, ever.
     dropped: u64,
     /// `dropped` as of the last "lines dropped" notice.
     dropped_told: u64,
     /// Stderr refused a write for good: nothing more is written.
     closed: bool,
+    /// The writer thread runs.
+    writing: bool,
+    /// Pieces the writer thread wrote, ever: what the exit watches for progress.
+    pieces_written: u64,
 }
 
-static SINK: Mutex<Sink> = Mutex::new(Sink {
-    writer: None,
-    pending: VecDeque::new(),
-    dropped: 0,
-    dropped_told: 0,
-    closed: false,
-});
+static SINK: Mutex<Sink> = Mutex::new(Sink::new());
+/// Signalled by the writer thread after each piece it writes, and when it ends.
+static WRITTEN: Condvar = Condvar::new();
+/// Whether the exit hook is registered (once, with the first writer thread).
+static EXIT_HOOKED: AtomicBool = AtomicBool::new(false);
 
-fn sink() -> std::sync::MutexGuard<'static, Sink> {
+fn sink() -> MutexGuard<'static, Sink> {
     // A panic while holding the lock leaves the sink consistent (plain bytes and counters).
     SINK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl Sink {
+    const fn new() -> Sink {
+        Sink {
+            writer: None,
+            pending: VecDeque::new(),
+            in_flight: 0,
+            dropped: 0,
+            dropped_told: 0,
+            closed: false,
+            writing: false,
+            pieces_written: 0,
+        }
+    }
+
     fn push(&mut self, line: &str) {
         let needed = line.len() + 1;
-        if self.closed || self.pending.len() + needed > SINK_BYTES {
+        if self.closed || self.pending.len() + self.in_flight + needed > SINK_BYTES {
             self.dropped += 1;
             return;
         }
@@ -112,55 +181,191 @@ impl Sink {
         self.pending.push_back(b'\n');
     }
 
+    /// Queues the "lines dropped" notice if lines were dropped since the last one; whether it
+    /// did. Called once the buffer has emptied, so the notice follows the text that was kept.
+    fn queue_drop_notice(&mut self) -> bool {
+        if self.dropped <= self.dropped_told {
+            return false;
+        }
+        let notice = format!(
+            "mcpipe: {} diagnostic lines were dropped (stderr was full or not being read)",
+            self.dropped - self.dropped_told
+        );
+        self.dropped_told = self.dropped;
+        self.push(&notice);
+        true
+    }
+
+    /// Stderr is gone: nothing more is kept or written.
+    fn close(&mut self) {
+        self.closed = true;
+        self.pending.clear();
+    }
+
+    /// The caller's part: writes what stderr takes without blocking, and leaves the rest to
+    /// the writer thread (started here when needed). With the thread running, only queues.
     fn flush(&mut self) {
         if self.closed {
             self.pending.clear();
             return;
         }
-        let writer = self.writer.get_or_insert_with(Writer::open);
-        let Some(writer) = writer else {
+        let writer = self
+            .writer
+            .get_or_insert_with(|| Writer::open().map(Arc::new));
+        let Some(writer) = writer.clone() else {
             self.closed = true;
             self.dropped += self.pending.iter().filter(|b| **b == b'\n').count() as u64;
             self.pending.clear();
             return;
         };
-        while !self.pending.is_empty() {
-            let (front, _) = self.pending.as_slices();
-            match writer.write(front) {
-                Ok(0) => return,
-                Ok(n) => {
-                    self.pending.drain(..n);
+        if self.writing {
+            return;
+        }
+        if writer.may_block() {
+            if !self.start_writer(&writer) {
+                // No thread: write what `poll` says fits, the only way left.
+                self.write_now(&writer);
+            }
+            return;
+        }
+        self.write_now(&writer);
+        if self.unwritten() {
+            // If the thread cannot start, the next flush tries again.
+            self.start_writer(&writer);
+        }
+    }
+
+    /// Writes as much as stderr takes now, the drop notice included once the text is out.
+    fn write_now(&mut self, writer: &Writer) {
+        loop {
+            while !self.pending.is_empty() {
+                let (front, _) = self.pending.as_slices();
+                match writer.write_now(front) {
+                    Ok(0) => return,
+                    Ok(n) => {
+                        self.pending.drain(..n);
+                    }
+                    // EPIPE, EBADF, EIO: stderr is gone. Logging ends; the server does not.
+                    Err(_) => return self.close(),
                 }
-                // EPIPE, EBADF, EIO: stderr is gone. Logging ends; the server does not.
-                Err(_) => {
-                    self.closed = true;
-                    self.pending.clear();
-                    return;
-                }
+            }
+            if !self.queue_drop_notice() {
+                return;
             }
         }
-        if self.dropped > self.dropped_told {
-            let notice = format!(
-                "mcpipe: {} diagnostic lines were dropped (stderr was full or not being read)",
-                self.dropped - self.dropped_told
-            );
-            self.dropped_told = self.dropped;
-            self.push(&notice);
-            // One more round writes the notice, or leaves it for the next flush.
-            if let Some(Some(writer)) = &self.writer {
-                let (front, _) = self.pending.as_slices();
-                if let Ok(n) = writer.write(front) {
-                    self.pending.drain(..n);
-                }
+    }
+
+    /// Whether text (or a drop notice) waits to be written.
+    fn unwritten(&self) -> bool {
+        !self.closed && (!self.pending.is_empty() || self.dropped > self.dropped_told)
+    }
+
+    /// Starts the writer thread; whether it runs.
+    fn start_writer(&mut self, writer: &Arc<Writer>) -> bool {
+        let writer = Arc::clone(writer);
+        let started = std::thread::Builder::new()
+            .name("mcpipe-stderr".to_owned())
+            .stack_size(64 * 1024)
+            .spawn(move || write_in_background(&writer));
+        self.writing = started.is_ok();
+        if self.writing && !EXIT_HOOKED.swap(true, Ordering::Relaxed) {
+            // Without the hook, text still being written when the process exits is lost.
+            let _ = sys::at_exit(finish_at_exit);
+        }
+        self.writing
+    }
+
+    /// The writer thread's part: moves the next piece into `piece`; false when nothing is
+    /// left, and then the thread has ended (`writing` is cleared under the same lock, so a
+    /// caller that queues next starts a new one).
+    fn take_piece(&mut self, max: usize, piece: &mut Vec<u8>) -> bool {
+        if self.pending.is_empty() && !self.closed {
+            self.queue_drop_notice();
+        }
+        if self.closed || self.pending.is_empty() {
+            self.pending.clear();
+            self.writing = false;
+            return false;
+        }
+        let n = self.pending.len().min(max);
+        piece.clear();
+        piece.extend(self.pending.drain(..n));
+        self.in_flight = n;
+        true
+    }
+}
+
+/// The writer thread: takes a piece under the lock, writes it with the lock released, until
+/// nothing is left or stderr is gone.
+fn write_in_background(writer: &Writer) {
+    let max = if writer.may_block() {
+        POLLED_CHUNK
+    } else {
+        CHUNK
+    };
+    let mut piece = Vec::with_capacity(max);
+    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| loop {
+        {
+            let mut state = sink();
+            let more = state.take_piece(max, &mut piece);
+            publish(&state);
+            if !more {
+                WRITTEN.notify_all();
+                return;
             }
+        }
+        let result = writer.write_all_waiting(&piece);
+        let mut state = sink();
+        state.in_flight = 0;
+        state.pieces_written += 1;
+        if result.is_err() {
+            // EPIPE, EBADF, EIO: stderr is gone.
+            state.close();
+        }
+        drop(state);
+        WRITTEN.notify_all();
+    }));
+    if run.is_err() {
+        // Nothing here panics by design; if it did, callers must not count on a dead thread.
+        let mut state = sink();
+        state.writing = false;
+        state.in_flight = 0;
+        publish(&state);
+        WRITTEN.notify_all();
+    }
+}
+
+/// Runs at `exit(3)`: gives the writer thread time to write what it has while it keeps
+/// writing ([`EXIT_STALL`] without a piece written ends the wait, [`EXIT_MOST`] in all), so a
+/// last line written just before the exit is not lost on a stderr that is read.
+extern "C" fn finish_at_exit() {
+    let start = Instant::now();
+    let mut sink = sink();
+    let mut seen = sink.pieces_written;
+    let mut progress_at = start;
+    while sink.writing {
+        let now = Instant::now();
+        let stall_end = progress_at + EXIT_STALL;
+        let end = stall_end.min(start + EXIT_MOST);
+        if now >= end {
+            return;
+        }
+        sink = match WRITTEN.wait_timeout(sink, end - now) {
+            Ok((guard, _)) => guard,
+            Err(poisoned) => poisoned.into_inner().0,
+        };
+        if sink.pieces_written != seen {
+            seen = sink.pieces_written;
+            progress_at = Instant::now();
         }
     }
 }
 
 /// Writes one line to stderr without ever blocking or panicking: what stderr does not take now
-/// is kept (up to 64 KiB, written on the next call or by the server loop) and a line that does
-/// not fit is dropped and counted ([`Stats::stderr_lines_dropped`](crate::Stats)). Logging
-/// stops for good once stderr is closed (`EPIPE`); the program goes on. A newline is added.
+/// is kept (up to 64 KiB) and written as soon as stderr takes it, by a thread of the sink's
+/// own; a line that does not fit is dropped and counted
+/// ([`Stats::stderr_lines_dropped`](crate::Stats)). Logging stops for good once stderr is
+/// closed (`EPIPE`); the program goes on. A newline is added.
 ///
 /// Use it instead of `eprintln!` anywhere a server may run: `eprintln!` blocks when nobody
 /// reads stderr and panics when the reader closed it. Any thread may call it.
@@ -173,8 +378,8 @@ pub fn stderr_line(text: &str) {
     line(text);
 }
 
-/// Queues one line for stderr (a newline is added) and writes what stderr takes now. Never
-/// blocks, never panics; a line that does not fit is dropped and counted.
+/// Queues one line for stderr (a newline is added) and writes what stderr takes now without
+/// blocking. Never blocks, never panics; a line that does not fit is dropped and counted.
 pub(crate) fn line(text: &str) {
     let mut sink = sink();
     sink.push(text);
@@ -182,8 +387,9 @@ pub(crate) fn line(text: &str) {
     publish(&sink);
 }
 
-/// Writes queued stderr text as far as stderr takes it now. Cheap when there is nothing to
-/// write (one atomic load, no lock): the loop calls it on every pass.
+/// Writes queued stderr text as far as stderr takes it now, unless the writer thread has it.
+/// Cheap when there is nothing to write (one atomic load, no lock): the loop calls it on every
+/// pass.
 pub(crate) fn flush() {
     if !UNWRITTEN.load(Ordering::Acquire) {
         return;
@@ -198,15 +404,15 @@ pub(crate) fn dropped() -> u64 {
     DROPPED.load(Ordering::Relaxed)
 }
 
-/// Whether the sink holds text (or a drop notice) not yet written; read without the lock.
+/// Whether the sink holds text (or a drop notice) for a caller to write (none while the writer
+/// thread has it); read without the lock.
 static UNWRITTEN: AtomicBool = AtomicBool::new(false);
 /// `Sink::dropped`, readable without the lock.
 static DROPPED: AtomicU64 = AtomicU64::new(0);
 
 /// Makes the sink's state readable without its lock; called with the lock held.
 fn publish(sink: &Sink) {
-    let unwritten = !sink.pending.is_empty() || sink.dropped > sink.dropped_told;
-    UNWRITTEN.store(unwritten, Ordering::Release);
+    UNWRITTEN.store(sink.unwritten() && !sink.writing, Ordering::Release);
     DROPPED.store(sink.dropped, Ordering::Relaxed);
 }
 
@@ -308,10 +514,7 @@ mod tests {
     fn a_full_sink_drops_and_counts_lines_instead_of_growing() {
         let mut sink = Sink {
             writer: Some(None),
-            pending: VecDeque::new(),
-            dropped: 0,
-            dropped_told: 0,
-            closed: false,
+            ..Sink::new()
         };
         let line = "x".repeat(1000);
         for _ in 0..100 {
@@ -326,10 +529,7 @@ mod tests {
     fn a_closed_sink_counts_everything_and_keeps_nothing() {
         let mut sink = Sink {
             writer: Some(None),
-            pending: VecDeque::new(),
-            dropped: 0,
-            dropped_told: 0,
-            closed: false,
+            ..Sink::new()
         };
         sink.push("one");
         sink.flush();
@@ -337,5 +537,49 @@ mod tests {
         sink.push("two");
         assert!(sink.pending.is_empty());
         assert_eq!(sink.dropped, 2);
+    }
+
+    #[test]
+    fn text_the_writer_thread_holds_counts_against_the_bound() {
+        let mut sink = Sink {
+            writer: Some(None),
+            writing: true,
+            ..Sink::new()
+        };
+        let line = "x".repeat(999);
+        for _ in 0..65 {
+            sink.push(&line);
+        }
+        let mut piece = Vec::new();
+        assert!(sink.take_piece(CHUNK, &mut piece));
+        assert_eq!((piece.len(), sink.in_flight), (CHUNK, CHUNK));
+        // The piece taken frees no room until it is written.
+        sink.push(&line);
+        assert_eq!(sink.dropped, 1);
+        assert!(sink.pending.len() + sink.in_flight <= SINK_BYTES);
+        sink.in_flight = 0;
+        sink.push(&line);
+        assert_eq!(sink.dropped, 1);
+    }
+
+    #[test]
+    fn the_writer_thread_writes_the_drop_notice_last_then_ends() {
+        let mut sink = Sink {
+            writer: Some(None),
+            writing: true,
+            dropped: 3,
+            ..Sink::new()
+        };
+        sink.push("kept");
+        let mut piece = Vec::new();
+        assert!(sink.take_piece(CHUNK, &mut piece));
+        assert_eq!(piece, b"kept\n");
+        sink.in_flight = 0;
+        assert!(sink.take_piece(CHUNK, &mut piece));
+        assert!(String::from_utf8_lossy(&piece).starts_with("mcpipe: 3 diagnostic lines"));
+        sink.in_flight = 0;
+        assert!(!sink.take_piece(CHUNK, &mut piece));
+        assert!(!sink.writing, "the thread ends when nothing is left");
+        assert!(!sink.unwritten());
     }
 }

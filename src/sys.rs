@@ -26,6 +26,9 @@ pub(crate) use small_cache::cached_bytes;
 mod sse2;
 #[cfg(target_arch = "x86_64")]
 pub(crate) use sse2::{ascii_str, escape_mask};
+// The stderr sink's writer thread: its wait for room, and the hook that lets it finish at exit.
+mod stderr;
+pub(crate) use stderr::{at_exit, wait_writable};
 
 /// Turns a libc `-1` return into the current `errno` as an `io::Error`.
 fn cvt<T: PartialEq + From<i8>>(ret: T) -> io::Result<T> {
