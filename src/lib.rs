@@ -34,7 +34,8 @@
 //!
 //! fn main() -> Result<(), mcpipe::Error> {
 //!     let outcome = Server::new().serve_stdio(&mut Counter { calls: 0 })?;
-//!     // `stderr_line`, not `eprintln!`: it never blocks the exit on a stderr nobody reads.
+//!     // `stderr_line`, not `eprintln!`: on a stderr nobody reads, `eprintln!` blocks for
+//!     // good; the exit waits for `stderr_line`'s text 50 ms at most.
 //!     mcpipe::stderr_line(&format!("done: {outcome}"));
 //!     Ok(())
 //! }
