@@ -70,6 +70,30 @@ fn a_server_that_only_pings_the_client_passes_the_capabilities_check() {
     });
 }
 
+/// Field test: mcp-cron 0.9.1 (official Go SDK) answers nothing after a line that is not JSON,
+/// and the capabilities check, which sends such a line first, failed on its own `tools/list`
+/// ("no answer to tools/list within 10,007 ms"): malformed-json's failure counted twice. The
+/// same for a server that dies on the line. Now that check skips, naming malformed-json.
+#[test]
+fn a_server_stopped_by_a_bad_line_fails_malformed_json_once() {
+    watchdog(Duration::from_secs(90), || {
+        let only = Some("handshake,malformed-json,capabilities");
+        for (fixture, args) in [
+            ("field_hazards.py", &["deaf-after-bad-line"][..]),
+            ("dies_on_bad_line.py", &[][..]),
+        ] {
+            let (report, code, _) = probe_json_with(&[], fixture, args, only);
+            assert_eq!(code, 1, "{report:#}");
+            assert_eq!(status_of(&report, "malformed-json"), "FAIL", "{report:#}");
+            assert_eq!(status_of(&report, "capabilities"), "SKIP", "{report:#}");
+            assert!(
+                detail_of(&report, "capabilities").contains("did not survive the bad lines"),
+                "{report:#}"
+            );
+        }
+    });
+}
+
 /// Field test: an answer serde_json cannot read (`"minimum": -1e400` in a tools/list schema)
 /// was reported as no answer within the timeout. stdout-clean says the answer came and could
 /// not be read, and claims no clean stdout.

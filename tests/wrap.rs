@@ -168,6 +168,39 @@ fn sigterm_to_the_wrapper_ends_it_and_the_whole_tree_within_a_second() {
     let _ = std::fs::remove_file(&pids);
 }
 
+/// Field test: the Python SDK closes the wrapper's stdin, waits 2 s, then SIGTERMs it; mcp-cron
+/// 0.9.1 ignores SIGTERM once its stdin ended. The SIGTERM came in the wrapper's end-of-input
+/// grace, after its loop had put the default handlers back: the wrapper died at once (143),
+/// and the server ran on, orphaned to init. A signal then shortens the end as during serving.
+#[test]
+fn sigterm_during_the_end_of_input_grace_still_ends_the_server() {
+    let _w = watchdog("wrap_sigterm_in_grace", Duration::from_secs(60));
+    let mut p = wrapped(&["--grace-ms", "3000"], "stubborn", None);
+    burst(&mut p);
+    p.result(1);
+    let server = server_pid(&p);
+    p.close_stdin();
+    // In the grace: the server's stdin is closed and it runs on.
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(alive(server), "the server ended before the signal");
+    let started = Instant::now();
+    p.signal("TERM");
+    let code = p.wait_exit();
+    let took = started.elapsed();
+    let survived = !gone_within(server, Duration::from_secs(2));
+    if survived {
+        let _ = Command::new("kill")
+            .args(["-KILL", &server.to_string()])
+            .status();
+    }
+    assert!(
+        !survived,
+        "the server {server} outlived the wrapper (exit {code:?})"
+    );
+    assert_eq!(code, Some(128 + 15));
+    assert!(took < Duration::from_secs(2), "{took:?}");
+}
+
 #[cfg(target_os = "linux")] // elsewhere a descendant out of the group survives (docs/wrap.md)
 #[test]
 fn end_of_input_leaves_no_setsid_grandchild_behind() {

@@ -19,6 +19,7 @@ mod pacing;
 mod relay;
 mod restart;
 mod shared;
+mod signals;
 mod to_server;
 
 use std::ffi::OsString;
@@ -192,6 +193,8 @@ impl Wrapper {
         // Unsupported outside Linux: documented above.
         let _ = Subreaper::new();
         let shared = Arc::new(shared::Shared::new(self.clone()));
+        // Before the loop's own, so that no signal finds the default action between the two.
+        let mut late = signals::LateSignals::new();
         let mut relay = relay::Relay::new(Arc::clone(&shared));
         let outcome = Server::new()
             .max_in_flight(IN_FLIGHT)
@@ -199,12 +202,13 @@ impl Wrapper {
             .relay_lines(relay::needs_params)
             .shutdown_grace(self.request_timeout.unwrap_or(Duration::from_secs(10)))
             .serve_stdio(&mut relay)?;
-        relay.finish(&outcome);
+        let signal = relay.finish(&outcome, late.as_mut());
         // The wrapper is a subreaper on Linux, so orphans of the server's tree are its
         // children now.
         subreaper::end_descendants(Duration::ZERO);
-        Ok(match outcome {
-            Outcome::Signal(n) => WrapOutcome::Signal(n),
+        drop(late);
+        Ok(match (outcome, signal) {
+            (Outcome::Signal(n), _) | (_, Some(n)) => WrapOutcome::Signal(n),
             _ if shared.gave_up() => WrapOutcome::GaveUp {
                 starts: shared.starts(),
             },

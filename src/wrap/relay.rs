@@ -14,6 +14,7 @@ use super::child;
 use super::from_server::{self, ServerOutput};
 use super::ids;
 use super::shared::{is_remembered_list, lock, Pending, Shared, HOLD_BYTES};
+use super::signals::LateSignals;
 use crate::deadline;
 use crate::diagnostics;
 use crate::error::Outcome;
@@ -47,14 +48,25 @@ impl Relay {
 
     /// Stops the server (and its tree) after the loop ended: quickly after a signal, with the
     /// configured grace after end of input.
-    pub(super) fn finish(&mut self, outcome: &Outcome) {
+    /// Returns the signal that cut the end short, if one came meanwhile.
+    pub(super) fn finish(
+        &mut self,
+        outcome: &Outcome,
+        mut signals: Option<&mut LateSignals>,
+    ) -> Option<i32> {
         let quick = !matches!(outcome, Outcome::Eof);
         self.shared.ask_to_stop(quick);
-        let Some(supervisor) = self.supervisor.take() else {
-            return;
-        };
+        let mut signal = None;
+        let supervisor = self.supervisor.take()?;
         let until = deadline::from_now(self.shared.config.grace.saturating_add(JOIN_SLACK));
         while !supervisor.is_finished() && Instant::now() < until {
+            // A signal in the grace ends the server at once, as one during serving does.
+            if let Some(n) = signals.as_deref_mut().and_then(LateSignals::take) {
+                if signal.is_none() {
+                    signal = Some(n);
+                    self.shared.ask_to_stop_now();
+                }
+            }
             // Nobody hears the server any more, but it must not block on a full stdout while
             // it shuts down.
             if let Some(upstream) = &mut self.upstream {
@@ -68,6 +80,7 @@ impl Relay {
         if supervisor.is_finished() {
             let _ = supervisor.join();
         }
+        signal
     }
 }
 

@@ -40,6 +40,8 @@ pub(super) const HOLD_BYTES: usize = 1 << 20;
 /// From SIGTERM to SIGKILL, when the wrapper ends a server that is not in a hurry (at the
 /// end of input, or one that can answer nothing more).
 pub(super) const KILL_AFTER_TERM: Duration = Duration::from_secs(1);
+/// From a signal to the wrapper to SIGKILL (SIGTERM goes at once).
+const QUICK_KILL: Duration = Duration::from_millis(200);
 
 /// How often the supervisor looks at the server, the deadlines and a stop request.
 pub(super) const TICK: Duration = Duration::from_millis(5);
@@ -263,7 +265,7 @@ impl Shared {
     /// Asks for the end: the server's stdin is closed now; SIGTERM and SIGKILL follow.
     pub(super) fn ask_to_stop(&self, quick: bool) {
         let (term_after, kill_after) = if quick {
-            (Duration::ZERO, Duration::from_millis(200))
+            (Duration::ZERO, QUICK_KILL)
         } else {
             (self.config.grace, self.config.grace + KILL_AFTER_TERM)
         };
@@ -279,6 +281,23 @@ impl Shared {
         queue.lose_direct();
         drop(queue);
         self.queue_changed.notify_all();
+    }
+
+    /// Turns an end already asked for into the quick one (SIGTERM now, SIGKILL 200 ms later)
+    /// when that comes sooner: a signal to the wrapper in the end-of-input grace.
+    pub(super) fn ask_to_stop_now(&self) {
+        let now = Instant::now();
+        let quick = Stop {
+            asked: now,
+            term_after: Duration::ZERO,
+            kill_after: QUICK_KILL,
+        };
+        let mut stop = lock(&self.stop);
+        if stop.is_none_or(|s| s.asked + s.kill_after > now + QUICK_KILL) {
+            *stop = Some(quick);
+        }
+        drop(stop);
+        self.stop_asked.notify_all();
     }
 
     pub(super) fn stopping(&self) -> Option<Stop> {

@@ -186,6 +186,11 @@ pub(crate) fn capabilities(target: &Target) -> Outcome {
     if let Err(e) = client.send_raw(&burst) {
         return broken(format!("could not write: {e}"));
     }
+    // Before the lists: a server the bad lines stopped would fail them too, one failure of
+    // malformed-json or invalid-request counted twice.
+    if survives(&mut client, target, "the bad lines").is_err() {
+        return skip("the server did not survive the bad lines (see malformed-json)");
+    }
     for (capability, method) in [
         ("tools", "tools/list"),
         ("resources", "resources/list"),
@@ -198,10 +203,6 @@ pub(crate) fn capabilities(target: &Target) -> Outcome {
                 Err(e) => return failure(method, &e, unread_since(&client, mark)).outcome(),
             }
         }
-    }
-    if survives(&mut client, target, "the bad lines").is_err() {
-        // Already a failure of malformed-json or invalid-request: not counted twice.
-        return skip("the server did not survive the bad lines (see malformed-json)");
     }
     if let Err(e) = client.pump(target.t(Duration::from_millis(300))) {
         return broken(format!("the server failed: {e}"));
