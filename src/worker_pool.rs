@@ -36,6 +36,8 @@ pub(crate) struct WorkerPool {
     /// Each thread says here that it ended.
     ended_tx: Sender<()>,
     ended: Receiver<()>,
+    /// The last thread the pool tried to start could not start (said once on stderr).
+    start_failed: bool,
 }
 
 impl WorkerPool {
@@ -52,6 +54,7 @@ impl WorkerPool {
             queued: Arc::new(AtomicUsize::new(0)),
             ended_tx,
             ended,
+            start_failed: false,
         }
     }
 
@@ -80,13 +83,19 @@ impl WorkerPool {
         match self.start_thread() {
             Err(e) if self.threads.is_empty() => Err(e),
             Err(e) => {
-                diagnostics::line(&format!(
-                    "mcpipe: could not start another worker thread ({} run): {e}",
-                    self.threads.len()
-                ));
+                if !self.start_failed {
+                    diagnostics::line(&format!(
+                        "mcpipe: could not start another worker thread ({} run; jobs wait for them): {e}",
+                        self.threads.len()
+                    ));
+                }
+                self.start_failed = true;
                 Ok(())
             }
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                self.start_failed = false;
+                Ok(())
+            }
         }
     }
 

@@ -74,3 +74,83 @@ fn a_task_without_a_worker_thread_fails_instead_of_staying_working() {
     p.close_stdin();
     assert_eq!(p.wait_exit(), Some(0));
 }
+
+/// `mcpipe wrap -- mcpipe demo`, its stdin closed after `request` was written.
+fn wrap_once(configure: impl FnOnce(&mut Command)) -> Proc {
+    let bin = env!("CARGO_BIN_EXE_mcpipe");
+    let mut cmd = Command::new(bin);
+    cmd.args(["wrap", "--", bin, "demo"]);
+    configure(&mut cmd);
+    let mut p = Proc::spawn(cmd);
+    p.request(1, "ping", json!({}));
+    p.close_stdin();
+    p
+}
+
+#[test]
+fn the_wrapper_without_threads_gives_up_with_the_reason_instead_of_panicking() {
+    let _w = watchdog("wrapper_without_threads", LIMIT);
+    let mut p = wrap_once(|cmd| {
+        cmd.env(NO_THREADS.0, NO_THREADS.1);
+    });
+    let answer = p.response(1);
+    assert_eq!(answer["error"]["code"], -32603, "{answer}");
+    assert!(
+        !answer["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("panicked"),
+        "{answer}"
+    );
+    assert_eq!(p.wait_exit(), Some(3));
+    let stderr = p.stderr_at_end();
+    assert!(
+        stderr.contains("could not start its supervisor thread"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+/// Whether this process may run a command as another user (`setpriv` needs root): a process
+/// limit binds only an unprivileged user.
+fn may_change_user() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|out| out.stdout == b"0\n")
+        && Command::new("setpriv").arg("--help").output().is_ok()
+}
+
+#[test]
+fn the_wrapper_at_a_process_limit_says_which_thread_it_could_not_start() {
+    if !may_change_user() {
+        eprintln!("not run: needs root and setpriv(1) to put an unprivileged user at RLIMIT_NPROC");
+        return;
+    }
+    let _w = watchdog("wrapper_at_a_process_limit", LIMIT);
+    // As `nobody` with room for 3 tasks: the wrapper, its supervisor and the server; the
+    // thread for the server's stderr is the one refused (4 tasks: for its stdin).
+    for (limit, pipe) in [(3, "its stderr"), (4, "its stdin")] {
+        let mut p = wrap_once(|cmd| {
+            let program = cmd.get_program().to_owned();
+            let args: Vec<_> = cmd.get_args().map(|a| a.to_owned()).collect();
+            *cmd = Command::new("setpriv");
+            cmd.args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "prlimit",
+            ])
+            .arg(format!("--nproc={limit}:{limit}"))
+            .arg(program)
+            .args(args);
+        });
+        let answer = p.response(1);
+        let message = answer["error"]["message"].as_str().unwrap_or_default();
+        let why = format!("no thread could be started for {pipe}");
+        assert!(message.contains(&why), "limit {limit}: {answer}");
+        assert_eq!(p.wait_exit(), Some(3), "limit {limit}");
+        let stderr = p.stderr_at_end();
+        assert!(stderr.contains(&why), "limit {limit}: {stderr}");
+    }
+}

@@ -44,9 +44,16 @@ impl Relay {
     }
 
     fn start(&mut self, cx: &Context<'_>) {
-        if self.supervisor.is_none() {
+        if self.supervisor.is_none() && !self.shared.gave_up() {
             let handle = cx.loop_handle();
-            self.supervisor = Some(child::supervise(Arc::clone(&self.shared), handle));
+            match child::supervise(Arc::clone(&self.shared), handle) {
+                Ok(supervisor) => self.supervisor = Some(supervisor),
+                // At a thread or process limit: no server, said once, every request answered.
+                Err(e) => child::give_up(
+                    &self.shared,
+                    &format!("the wrapper could not start its supervisor thread: {e}"),
+                ),
+            }
         }
     }
 
