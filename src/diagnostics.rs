@@ -6,12 +6,13 @@
 //! the session over a log line. The sink instead keeps at most [`SINK_BYTES`] of unwritten
 //! text, writes it without blocking whenever it is touched (the loop calls [`flush`] on every
 //! pass), drops and counts lines that do not fit (and says how many, once stderr drains), and
-//! stops logging for good when stderr is gone (`EPIPE`, `EBADF`). Any thread may use it: the
-//! lock is held only for a non-blocking write.
+//! stops logging for good when stderr is gone (`EPIPE`, `EBADF`). A process at its fd limit
+//! (`EMFILE`) writes fd 2 as it is until an fd of its own can be had. Any thread may use it:
+//! the lock is held only for a non-blocking write.
 
 use std::collections::VecDeque;
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -35,37 +36,50 @@ enum Writer {
     /// Anything else (a tty, a FIFO where it cannot be reopened): write only what `poll` says
     /// fits, in pieces no larger than the smallest `PIPE_BUF` (512 bytes).
     Polled(OwnedFd),
+    /// fd 2 itself, written as `Polled` is, while no fd of our own can be had for it (the
+    /// process is at its fd limit): the next flush tries again.
+    Borrowed,
 }
 
 impl Writer {
-    /// Prepares fd 2 for non-blocking writes; `None` when it is closed or unusable.
-    fn open() -> Option<Writer> {
+    /// Prepares fd 2 for non-blocking writes: `Ok(None)` when it is closed or unusable, `Err`
+    /// when no fd could be had for it now (`EMFILE`, `ENFILE`).
+    fn open() -> io::Result<Option<Writer>> {
         // fd 2 is borrowed only for this call; what we keep is our own duplicate or reopening.
         let stderr = io::stderr();
         let fd = stderr.as_fd();
-        let kind = sys::file_kind(2).ok()?;
-        match kind {
-            FileKind::Regular => sys::dup_cloexec(fd, 3).ok().map(Writer::Direct),
-            FileKind::Socket => sys::dup_cloexec(fd, 3).ok().map(Writer::Socket),
+        let Ok(kind) = sys::file_kind(2) else {
+            return Ok(None);
+        };
+        let opened = match kind {
+            FileKind::Regular => sys::dup_cloexec(fd, 3).map(Writer::Direct),
+            FileKind::Socket => sys::dup_cloexec(fd, 3).map(Writer::Socket),
             FileKind::Fifo => match sys::reopen_nonblocking(fd, true) {
-                Ok(private) => Some(Writer::Direct(private)),
-                Err(_) => sys::dup_cloexec(fd, 3).ok().map(Writer::Polled),
+                Ok(private) => Ok(Writer::Direct(private)),
+                Err(_) => sys::dup_cloexec(fd, 3).map(Writer::Polled),
             },
-            _ => sys::dup_cloexec(fd, 3).ok().map(Writer::Polled),
+            _ => sys::dup_cloexec(fd, 3).map(Writer::Polled),
+        };
+        match opened {
+            Ok(writer) => Ok(Some(writer)),
+            Err(e) if sys::out_of_fds(&e) => Err(e),
+            Err(_) => Ok(None),
         }
     }
 
     /// Writes what the kernel takes now; `Ok(0)` when it takes nothing.
     fn write(&self, bytes: &[u8]) -> io::Result<usize> {
+        let polled = |fd: BorrowedFd<'_>| {
+            if !sys::writable_now(fd)? {
+                return Ok(0);
+            }
+            sys::write(fd, &bytes[..bytes.len().min(512)])
+        };
         let result = match self {
             Writer::Direct(fd) => sys::write(fd.as_fd(), bytes),
             Writer::Socket(fd) => sys::send_nowait(fd.as_fd(), bytes),
-            Writer::Polled(fd) => {
-                if !sys::writable_now(fd.as_fd())? {
-                    return Ok(0);
-                }
-                sys::write(fd.as_fd(), &bytes[..bytes.len().min(512)])
-            }
+            Writer::Polled(fd) => polled(fd.as_fd()),
+            Writer::Borrowed => polled(io::stderr().as_fd()),
         };
         match result {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
@@ -117,8 +131,12 @@ impl Sink {
             self.pending.clear();
             return;
         }
-        let writer = self.writer.get_or_insert_with(Writer::open);
-        let Some(writer) = writer else {
+        if matches!(self.writer, None | Some(Some(Writer::Borrowed))) {
+            // First use, or the last one found the process out of fds: our own fd now, else
+            // fd 2 as it is (a diagnostic at the fd limit is the one that says why).
+            self.writer = Some(Writer::open().unwrap_or(Some(Writer::Borrowed)));
+        }
+        let Some(Some(writer)) = &self.writer else {
             self.closed = true;
             self.dropped += self.pending.iter().filter(|b| **b == b'\n').count() as u64;
             self.pending.clear();

@@ -154,3 +154,50 @@ fn the_wrapper_at_a_process_limit_says_which_thread_it_could_not_start() {
         assert!(stderr.contains(&why), "limit {limit}: {stderr}");
     }
 }
+
+/// Set in the environment of this binary run again at a low fd limit.
+const AT_FD_LIMIT: &str = "MCPIPE_TEST_AT_FD_LIMIT";
+
+#[test]
+fn a_line_logged_at_the_fd_limit_reaches_stderr_and_logging_goes_on() {
+    if std::env::var_os(AT_FD_LIMIT).is_some() {
+        // The re-run: every fd taken, then a line (the sink's first use), then fds again.
+        let mut held = Vec::new();
+        while let Ok(file) = std::fs::File::open("/dev/null") {
+            held.push(file);
+        }
+        mcpipe::stderr_line("hostile-env: said at the fd limit");
+        drop(held);
+        mcpipe::stderr_line("hostile-env: said with fds to spare");
+        return;
+    }
+    let _w = watchdog("line_logged_at_the_fd_limit", LIMIT);
+    // Python lowers RLIMIT_NOFILE (64: quick to fill) and runs this test again; its stderr is
+    // a pipe, which the sink would reopen or duplicate: both need an fd.
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            "import os, resource, sys\n\
+             resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))\n\
+             os.execv(sys.argv[1], sys.argv[1:])",
+        ])
+        .arg(std::env::current_exe().unwrap())
+        .args([
+            "a_line_logged_at_the_fd_limit_reaches_stderr_and_logging_goes_on",
+            "--exact",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env(AT_FD_LIMIT, "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "{stdout}{stderr}"
+    );
+    assert!(stderr.contains("said at the fd limit\n"), "{stderr}");
+    assert!(stderr.contains("said with fds to spare\n"), "{stderr}");
+}
