@@ -201,3 +201,20 @@ fn a_line_logged_at_the_fd_limit_reaches_stderr_and_logging_goes_on() {
     assert!(stderr.contains("said at the fd limit\n"), "{stderr}");
     assert!(stderr.contains("said with fds to spare\n"), "{stderr}");
 }
+
+#[test]
+fn the_probe_without_threads_blames_the_thread_not_the_server() {
+    let _w = watchdog("probe_without_threads", LIMIT);
+    let bin = env!("CARGO_BIN_EXE_mcpipe");
+    let out = Command::new(bin)
+        .args(["probe", "--", bin, "demo"])
+        .env(NO_THREADS.0, NO_THREADS.1)
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{report}");
+    assert!(
+        report.contains("no thread could be started to fork it"),
+        "{report}"
+    );
+}

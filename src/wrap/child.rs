@@ -203,7 +203,9 @@ fn run_once(shared: &Arc<Shared>, handle: &LoopHandle) -> std::io::Result<Life> 
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let mut child = command.spawn()?;
+    let mut child = command
+        .spawn()
+        .map_err(|e| crate::child::spawn_error(&command, e))?;
     shared.starts.fetch_add(1, Ordering::AcqRel);
     lock(&shared.pacing).reset();
     shared.proven.store(false, Ordering::Release);
