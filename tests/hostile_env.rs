@@ -218,3 +218,35 @@ fn the_probe_without_threads_blames_the_thread_not_the_server() {
         "{report}"
     );
 }
+
+#[test]
+fn an_output_that_refuses_writes_is_said_on_stderr_not_taken_for_a_peer_gone() {
+    let _w = watchdog("output_that_refuses_writes", LIMIT);
+    // /dev/full: every write fails with ENOSPC, as on a full disk.
+    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
+        eprintln!("not run: no /dev/full");
+        return;
+    };
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcpipe"));
+    cmd.arg("demo");
+    let mut child = cmd
+        .stdin(std::process::Stdio::piped())
+        .stdout(full)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Its stdin stays open: the write error alone must end it.
+    let mut stdin = child.stdin.take().unwrap();
+    std::io::Write::write_all(
+        &mut stdin,
+        b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n",
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    drop(stdin);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("the output cannot be written (No space left on device"),
+        "{stderr}"
+    );
+}
