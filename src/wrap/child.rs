@@ -382,7 +382,8 @@ fn spoken(d: Duration) -> String {
     }
 }
 
-/// A thread's pipes and the error that stopped the others from starting.
+/// The threads started for the server's pipes; or the error that stopped one, with those
+/// already running.
 type Started = Result<Vec<JoinHandle<()>>, (Vec<JoinHandle<()>>, io::Error)>;
 
 /// Starts the threads that serve the server's stderr and stdin, then hands its stdout to the
