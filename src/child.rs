@@ -16,6 +16,7 @@
 //! output and the cleanup are the same, and [`ChildOutput::status`] is `None`.
 
 use std::io::{self, Read};
+use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
@@ -255,6 +256,58 @@ fn receiver(
     Ok(Some(pipe))
 }
 
+/// Why `command` could not start, in words that name the cause where the OS error alone
+/// misleads: `ENOENT` for a program that exists (the interpreter its `#!` line names is
+/// missing: a script saved with CRLF line ends asks for `python3\r`), or for a working
+/// directory that does not exist. Other errors come back as they were.
+pub(crate) fn spawn_error(command: &Command, e: io::Error) -> io::Error {
+    if e.kind() != io::ErrorKind::NotFound {
+        return e;
+    }
+    if let Some(dir) = command.get_current_dir() {
+        if !dir.is_dir() {
+            let why = format!("{e} (the working directory {dir:?} does not exist)");
+            return io::Error::new(e.kind(), why);
+        }
+    }
+    let program = Path::new(command.get_program());
+    let found = if program.components().count() > 1 {
+        Some(program.to_path_buf()).filter(|p| p.is_file())
+    } else {
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        std::env::split_paths(&path)
+            .map(|dir| dir.join(program))
+            .find(|p| p.is_file())
+    };
+    let Some(found) = found else {
+        return e; // the program itself is missing: the OS error says so
+    };
+    let why = match interpreter(&found) {
+        Some(line) => format!(
+            "{e} ({found:?} exists; the interpreter its first line names, {line:?}, was not found)"
+        ),
+        None => format!("{e} ({found:?} exists; the loader or a library it needs was not found)"),
+    };
+    io::Error::new(e.kind(), why)
+}
+
+/// The program a script's `#!` line names (up to its first space or the end of the line, a
+/// `\r` kept), if the file starts with one.
+fn interpreter(path: &Path) -> Option<String> {
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(path).ok()?.read(&mut head).ok()?;
+    let line = head[..n].strip_prefix(b"#!")?;
+    let line = line.split(|b| *b == b'\n').next()?;
+    let line = String::from_utf8_lossy(line);
+    let line = line.trim_start_matches([' ', '\t']);
+    Some(
+        line.split([' ', '\t'])
+            .next()
+            .unwrap_or_default()
+            .to_owned(),
+    )
+}
+
 /// Runs `command` as described in [`Context::run_command`](crate::Context::run_command),
 /// waiting through `conn`.
 pub(crate) fn run(
@@ -276,7 +329,9 @@ pub(crate) fn run(
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
     }
-    let mut child = command.spawn().map_err(failed)?;
+    let mut child = command
+        .spawn()
+        .map_err(|e| failed(spawn_error(&command, e)))?;
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
     let mut group = Group {

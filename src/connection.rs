@@ -456,7 +456,8 @@ impl Connection {
     }
 
     /// Writes queued output until it is all written or the fd would block. Marks the peer gone
-    /// on EPIPE (or any other write error: the output is unusable either way).
+    /// on EPIPE (or any other write error: the output is unusable either way; that one is said
+    /// on stderr, since no peer went: a full disk, a file size limit, a hung-up terminal).
     pub(crate) fn flush(&mut self) {
         let session = &mut self.session;
         if session.peer_gone {
@@ -474,7 +475,15 @@ impl Connection {
                 .output_readiness
                 .flush(&mut session.queue, |bytes| output.write(bytes));
         }
-        if result.is_err() {
+        if let Err(e) = result {
+            if !matches!(
+                e.kind(),
+                io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset
+            ) {
+                diagnostics::line(&format!(
+                    "mcpipe: the output cannot be written ({e}); ending as if the peer had gone"
+                ));
+            }
             session.peer_gone = true;
         }
         session.stats.bytes_out += (before - session.queue.pending()) as u64;

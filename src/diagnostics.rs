@@ -14,7 +14,8 @@
 //! "mcpipe-stderr": started when text is left, ended when none is, it waits and writes with
 //! the lock released. So text goes out as soon as stderr takes it, with no further call, and
 //! nothing waits for the thread: one stuck on a stderr nobody reads delays nothing but the
-//! exit, and that by [`EXIT_STALL`] at most.
+//! exit, and that by [`EXIT_STALL`] at most. A process at its fd limit (`EMFILE`) writes fd 2
+//! as it is, as a stderr that may block, until an fd of its own can be had.
 
 use std::collections::VecDeque;
 use std::io;
@@ -57,50 +58,63 @@ enum Writer {
     /// may take that room first. Only the writer thread writes it (blocking, nothing waits for
     /// it); callers do only if the thread cannot be started.
     Polled(OwnedFd),
+    /// fd 2 itself, written as `Polled` is, while no fd of our own can be had for it (the
+    /// process is at its fd limit): the next flush tries again.
+    Borrowed,
 }
 
 impl Writer {
-    /// Prepares fd 2 for writing; `None` when it is closed or unusable.
-    fn open() -> Option<Writer> {
+    /// Prepares fd 2 for writing: `Ok(None)` when it is closed or unusable, `Err`
+    /// when no fd could be had for it now (`EMFILE`, `ENFILE`).
+    fn open() -> io::Result<Option<Writer>> {
         // fd 2 is borrowed only for this call; what we keep is our own duplicate or reopening.
         let stderr = io::stderr();
         let fd = stderr.as_fd();
-        let kind = sys::file_kind(2).ok()?;
-        match kind {
-            FileKind::Regular => sys::dup_cloexec(fd, 3).ok().map(Writer::Direct),
-            FileKind::Socket => sys::dup_cloexec(fd, 3).ok().map(Writer::Socket),
+        let Ok(kind) = sys::file_kind(2) else {
+            return Ok(None);
+        };
+        let opened = match kind {
+            FileKind::Regular => sys::dup_cloexec(fd, 3).map(Writer::Direct),
+            FileKind::Socket => sys::dup_cloexec(fd, 3).map(Writer::Socket),
             FileKind::Fifo => match sys::reopen_nonblocking(fd, true) {
-                Ok(private) => Some(Writer::Direct(private)),
-                Err(_) => sys::dup_cloexec(fd, 3).ok().map(Writer::Polled),
+                Ok(private) => Ok(Writer::Direct(private)),
+                Err(_) => sys::dup_cloexec(fd, 3).map(Writer::Polled),
             },
-            _ => sys::dup_cloexec(fd, 3).ok().map(Writer::Polled),
+            _ => sys::dup_cloexec(fd, 3).map(Writer::Polled),
+        };
+        match opened {
+            Ok(writer) => Ok(Some(writer)),
+            Err(e) if sys::out_of_fds(&e) => Err(e),
+            Err(_) => Ok(None),
         }
     }
 
-    fn fd(&self) -> BorrowedFd<'_> {
+    /// Runs `f` on the fd written to.
+    fn with_fd<R>(&self, f: impl FnOnce(BorrowedFd<'_>) -> R) -> R {
         match self {
-            Writer::Direct(fd) | Writer::Socket(fd) | Writer::Polled(fd) => fd.as_fd(),
+            Writer::Direct(fd) | Writer::Socket(fd) | Writer::Polled(fd) => f(fd.as_fd()),
+            Writer::Borrowed => f(io::stderr().as_fd()),
         }
     }
 
     /// Whether a write may block: then only the writer thread writes.
     fn may_block(&self) -> bool {
-        matches!(self, Writer::Polled(_))
+        matches!(self, Writer::Polled(_) | Writer::Borrowed)
     }
 
-    /// Writes what the kernel takes now; `Ok(0)` when it takes nothing. For `Polled` (only
-    /// when no thread could be started) a piece `poll` says fits: it blocks if another process
-    /// takes the room first.
+    /// Writes what the kernel takes now; `Ok(0)` when it takes nothing. For `Polled` and
+    /// `Borrowed` (only when no thread could be started) a piece `poll` says fits: it blocks
+    /// if another process takes the room first.
     fn write_now(&self, bytes: &[u8]) -> io::Result<usize> {
         let result = match self {
             Writer::Direct(fd) => sys::write(fd.as_fd(), bytes),
             Writer::Socket(fd) => sys::send_nowait(fd.as_fd(), bytes),
-            Writer::Polled(fd) => {
-                if !sys::writable_now(fd.as_fd())? {
+            Writer::Polled(_) | Writer::Borrowed => self.with_fd(|fd| {
+                if !sys::writable_now(fd)? {
                     return Ok(0);
                 }
-                sys::write(fd.as_fd(), &bytes[..bytes.len().min(POLLED_CHUNK)])
-            }
+                sys::write(fd, &bytes[..bytes.len().min(POLLED_CHUNK)])
+            }),
         };
         match result {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
@@ -113,11 +127,11 @@ impl Writer {
     fn write_all_waiting(&self, mut bytes: &[u8]) -> io::Result<()> {
         while !bytes.is_empty() {
             let written = match self {
-                Writer::Polled(fd) => sys::write(fd.as_fd(), bytes)?,
+                Writer::Polled(_) | Writer::Borrowed => self.with_fd(|fd| sys::write(fd, bytes))?,
                 _ => self.write_now(bytes)?,
             };
             if written == 0 {
-                sys::wait_writable(self.fd())?;
+                self.with_fd(sys::wait_writable)?;
             }
             bytes = &bytes[written..];
         }
@@ -209,10 +223,15 @@ impl Sink {
             self.pending.clear();
             return;
         }
-        let writer = self
-            .writer
-            .get_or_insert_with(|| Writer::open().map(Arc::new));
-        let Some(writer) = writer.clone() else {
+        let out_of_fds_before =
+            matches!(&self.writer, Some(Some(w)) if matches!(**w, Writer::Borrowed));
+        if self.writer.is_none() || out_of_fds_before {
+            // First use, or the last one found the process out of fds: our own fd now, else
+            // fd 2 as it is (a diagnostic at the fd limit is the one that says why).
+            let opened = Writer::open().unwrap_or(Some(Writer::Borrowed));
+            self.writer = Some(opened.map(Arc::new));
+        }
+        let Some(Some(writer)) = self.writer.clone() else {
             self.closed = true;
             self.dropped += self.pending.iter().filter(|b| **b == b'\n').count() as u64;
             self.pending.clear();

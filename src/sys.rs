@@ -356,6 +356,12 @@ impl Drop for NonBlockingGuard {
     }
 }
 
+/// Whether `e` says the process or the system is out of fds (`EMFILE`, `ENFILE`): a state
+/// that passes once some are closed, unlike a bad or closed fd.
+pub(crate) fn out_of_fds(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
+}
+
 /// Duplicates `fd` to the lowest free fd at or above `min`, close-on-exec.
 pub(crate) fn dup_cloexec(fd: BorrowedFd<'_>, min: RawFd) -> io::Result<OwnedFd> {
     // SAFETY: F_DUPFD_CLOEXEC takes an integer argument and returns a new fd that we own.

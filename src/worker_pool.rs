@@ -6,6 +6,7 @@
 //! Jobs wait in an unbounded queue; what bounds it is the loop, which starts no new request
 //! while [`Server::max_in_flight`](crate::Server::max_in_flight) answers are owed.
 
+use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
@@ -35,6 +36,8 @@ pub(crate) struct WorkerPool {
     /// Each thread says here that it ended.
     ended_tx: Sender<()>,
     ended: Receiver<()>,
+    /// The last thread the pool tried to start could not start (said once on stderr).
+    start_failed: bool,
 }
 
 impl WorkerPool {
@@ -51,6 +54,7 @@ impl WorkerPool {
             queued: Arc::new(AtomicUsize::new(0)),
             ended_tx,
             ended,
+            start_failed: false,
         }
     }
 
@@ -60,14 +64,44 @@ impl WorkerPool {
         self.threads.len()
     }
 
-    /// Queues `job`; starts a thread for it when more jobs wait than threads are idle and the
-    /// pool is not full. (Counting the waiting jobs matters: in a burst, one idle thread must
-    /// not be taken as room for every job of the burst.)
-    pub(crate) fn submit(&mut self, job: Job) {
-        let waiting = self.queued.fetch_add(1, Ordering::AcqRel) + 1;
-        if waiting > self.idle.load(Ordering::Acquire) && self.threads.len() < self.size {
-            self.start_thread();
+    /// Makes sure a thread will take the next job: starts one when more jobs would wait than
+    /// threads are idle and the pool is not full. Call it before [`WorkerPool::submit`].
+    ///
+    /// (Counting the waiting jobs matters: in a burst, one idle thread must not be taken as
+    /// room for every job of the burst.)
+    ///
+    /// # Errors
+    ///
+    /// When the pool has no thread and none can start (`EAGAIN` at a thread or process limit):
+    /// a job queued then would wait forever, so the caller answers it instead. With threads
+    /// running, one that cannot start only means the job waits for them (said on stderr).
+    pub(crate) fn make_room(&mut self) -> io::Result<()> {
+        let waiting = self.queued.load(Ordering::Acquire) + 1;
+        if waiting <= self.idle.load(Ordering::Acquire) || self.threads.len() >= self.size {
+            return Ok(());
         }
+        match self.start_thread() {
+            Err(e) if self.threads.is_empty() => Err(e),
+            Err(e) => {
+                if !self.start_failed {
+                    diagnostics::line(&format!(
+                        "mcpipe: could not start another worker thread ({} run; jobs wait for them): {e}",
+                        self.threads.len()
+                    ));
+                }
+                self.start_failed = true;
+                Ok(())
+            }
+            Ok(()) => {
+                self.start_failed = false;
+                Ok(())
+            }
+        }
+    }
+
+    /// Queues `job` for the pool's threads, after [`WorkerPool::make_room`] said one will take it.
+    pub(crate) fn submit(&mut self, job: Job) {
+        self.queued.fetch_add(1, Ordering::AcqRel);
         if let Some(jobs) = &self.jobs {
             if let Err(mpsc::SendError(job)) = jobs.send(job) {
                 // Every thread is gone (they never end while the pool lives; be safe anyway):
@@ -78,13 +112,13 @@ impl WorkerPool {
         }
     }
 
-    fn start_thread(&mut self) {
+    fn start_thread(&mut self) -> io::Result<()> {
         let queue = Arc::clone(&self.queue);
         let idle = Arc::clone(&self.idle);
         let queued = Arc::clone(&self.queued);
         let ended = self.ended_tx.clone();
         let name = format!("mcpipe-worker-{}", self.threads.len() + 1);
-        let spawned = std::thread::Builder::new().name(name).spawn(move || {
+        let handle = std::thread::Builder::new().name(name).spawn(move || {
             loop {
                 idle.fetch_add(1, Ordering::AcqRel);
                 let job = {
@@ -98,11 +132,9 @@ impl WorkerPool {
                 let _ = catch_panic(job);
             }
             let _ = ended.send(());
-        });
-        match spawned {
-            Ok(handle) => self.threads.push(handle),
-            Err(e) => diagnostics::line(&format!("mcpipe: could not start a worker thread: {e}")),
-        }
+        })?;
+        self.threads.push(handle);
+        Ok(())
     }
 }
 
@@ -138,18 +170,27 @@ impl Drop for WorkerPool {
 mod tests {
     use super::*;
 
+    /// What the MCP layer does with a job: room first, then the job.
+    fn start(pool: &mut WorkerPool, job: Job) {
+        pool.make_room().expect("a worker thread starts");
+        pool.submit(job);
+    }
+
     #[test]
     fn jobs_run_concurrently_and_a_panic_keeps_the_pool_alive() {
         let mut pool = WorkerPool::new(4);
         let (tx, rx) = mpsc::channel();
-        pool.submit(Box::new(|| panic!("a job panics on purpose")));
+        start(&mut pool, Box::new(|| panic!("a job panics on purpose")));
         let started = Instant::now();
         for i in 0..4 {
             let tx = tx.clone();
-            pool.submit(Box::new(move || {
-                std::thread::sleep(Duration::from_millis(500));
-                tx.send(i).unwrap();
-            }));
+            start(
+                &mut pool,
+                Box::new(move || {
+                    std::thread::sleep(Duration::from_millis(500));
+                    tx.send(i).unwrap();
+                }),
+            );
         }
         let mut got: Vec<i32> = (0..4)
             .map(|_| rx.recv_timeout(Duration::from_secs(10)).unwrap())
@@ -172,16 +213,19 @@ mod tests {
         // One thread, idle once its first job is done.
         let (tx, rx) = mpsc::channel();
         let first = tx.clone();
-        pool.submit(Box::new(move || first.send(()).unwrap()));
+        start(&mut pool, Box::new(move || first.send(()).unwrap()));
         rx.recv_timeout(Duration::from_secs(10)).unwrap();
         std::thread::sleep(Duration::from_millis(20));
         let started = Instant::now();
         for _ in 0..8 {
             let tx = tx.clone();
-            pool.submit(Box::new(move || {
-                std::thread::sleep(Duration::from_millis(500));
-                tx.send(()).unwrap();
-            }));
+            start(
+                &mut pool,
+                Box::new(move || {
+                    std::thread::sleep(Duration::from_millis(500));
+                    tx.send(()).unwrap();
+                }),
+            );
         }
         for _ in 0..8 {
             rx.recv_timeout(Duration::from_secs(10)).unwrap();
@@ -199,10 +243,13 @@ mod tests {
         let mut pool = WorkerPool::new(2);
         let flag = Arc::new(AtomicUsize::new(0));
         let seen = Arc::clone(&flag);
-        pool.submit(Box::new(move || {
-            std::thread::sleep(Duration::from_millis(50));
-            seen.store(1, Ordering::Release);
-        }));
+        start(
+            &mut pool,
+            Box::new(move || {
+                std::thread::sleep(Duration::from_millis(50));
+                seen.store(1, Ordering::Release);
+            }),
+        );
         drop(pool);
         assert_eq!(flag.load(Ordering::Acquire), 1);
     }

@@ -382,3 +382,63 @@ fn log_messages_come_at_the_level_asked_for_in_both_eras() {
         assert_eq!(logs(legacy().log_level(LogLevel::Debug)), counted);
     });
 }
+
+/// A file in a fresh scratch directory of this test process, with `mode`.
+fn scratch_file(name: &str, text: &str, mode: u32) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("mcpipe-client-helpers-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+    path
+}
+
+#[test]
+fn a_script_whose_interpreter_is_missing_is_a_spawn_error_that_names_it() {
+    watchdog(LIMIT, || {
+        // Saved with CRLF line ends: the kernel looks for "python3\r", and says ENOENT.
+        let script = scratch_file("crlf.py", "#!/usr/bin/python3\r\nprint()\r\n", 0o755);
+        let err = mcpipe::Client::builder(&script).spawn().unwrap_err();
+        assert!(matches!(err, Error::Spawn { .. }), "{err}");
+        let text = err.to_string();
+        assert!(text.contains("exists"), "{text}");
+        assert!(text.contains(r#""/usr/bin/python3\r""#), "{text}");
+    });
+}
+
+#[test]
+fn a_working_directory_that_does_not_exist_is_named_in_the_spawn_error() {
+    watchdog(LIMIT, || {
+        let err = mcpipe::Client::builder("true")
+            .current_dir("/nonexistent/mcpipe-dir")
+            .spawn()
+            .unwrap_err();
+        assert!(matches!(err, Error::Spawn { .. }), "{err}");
+        let text = err.to_string();
+        assert!(
+            text.contains(r#"the working directory "/nonexistent/mcpipe-dir" does not exist"#),
+            "{text}"
+        );
+    });
+}
+
+#[test]
+fn a_program_that_cannot_be_run_gets_the_os_error_as_it_is() {
+    watchdog(LIMIT, || {
+        // Not executable, a directory, no such file: the OS error alone is clear.
+        let plain = scratch_file("plain.sh", "#!/bin/sh\n", 0o644);
+        for (program, words) in [
+            (plain.to_str().unwrap(), "Permission denied (os error 13)"),
+            ("/tmp", "Permission denied (os error 13)"),
+            (
+                "/nonexistent/mcpipe-server",
+                "No such file or directory (os error 2)",
+            ),
+        ] {
+            let err = mcpipe::Client::builder(program).spawn().unwrap_err();
+            assert!(matches!(err, Error::Spawn { .. }), "{err}");
+            assert!(err.to_string().ends_with(words), "{program}: {err}");
+        }
+    });
+}

@@ -15,6 +15,8 @@ use std::sync::mpsc::{self, Sender};
 use std::sync::{Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
+use crate::child::spawn_error;
+
 /// A spawn for the thread: the command, and where its outcome goes.
 type Job = (Command, Sender<io::Result<Child>>);
 
@@ -73,7 +75,10 @@ impl Drop for Lease {
 pub(crate) fn spawn(command: Command) -> io::Result<(Child, Lease)> {
     if !cfg!(target_os = "linux") {
         let mut command = command;
-        return command.spawn().map(|child| (child, Lease { held: false }));
+        return command
+            .spawn()
+            .map(|child| (child, Lease { held: false }))
+            .map_err(|e| spawn_error(&command, e));
     }
     let (reply, outcome) = mpsc::channel();
     // Taken before the job is sent, so that the thread cannot end under it.
@@ -100,8 +105,15 @@ fn take_lease() -> io::Result<Lease> {
             .name("mcpipe-spawner".to_owned())
             .spawn(move || {
                 for (mut command, reply) in incoming {
-                    let _ = reply.send(command.spawn());
+                    let _ = reply.send(command.spawn().map_err(|e| spawn_error(&command, e)));
                 }
+            })
+            .map_err(|e| {
+                // Not the program's fault: say so (at a thread or process limit).
+                io::Error::new(
+                    e.kind(),
+                    format!("no thread could be started to fork it: {e}"),
+                )
             })?;
         spawner.jobs = Some(jobs);
         spawner.thread = Some(thread);

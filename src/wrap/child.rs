@@ -9,7 +9,7 @@
 //! ([`super::pacing`]).
 
 use std::collections::VecDeque;
-use std::io::Read;
+use std::io::{self, Read};
 use std::os::fd::AsFd;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -56,8 +56,12 @@ const PIPE_CAPACITY: usize = 1 << 20;
 const STDERR_LINE_BYTES: usize = 64 * 1024;
 
 /// Starts the supervisor, which spawns the server and keeps it running until asked to stop.
-pub(super) fn supervise(shared: Arc<Shared>, handle: LoopHandle) -> JoinHandle<()> {
-    thread::spawn(move || {
+///
+/// # Errors
+///
+/// When the thread cannot start (a thread or process limit).
+pub(super) fn supervise(shared: Arc<Shared>, handle: LoopHandle) -> io::Result<JoinHandle<()>> {
+    thread_named("mcpipe-wrap-supervisor", move || {
         let mut starts: VecDeque<Instant> = VecDeque::new();
         let mut backoff = FIRST_BACKOFF;
         loop {
@@ -119,7 +123,7 @@ fn signal_of(status: ExitStatus) -> Option<i32> {
 }
 
 /// From now on every request is answered with an error (the relay checks `gave_up`).
-fn give_up(shared: &Shared, why: &str) {
+pub(super) fn give_up(shared: &Shared, why: &str) {
     // Under the queue's lock: a request is either filed before (and failed below) or answered
     // by `send` itself.
     let queue = lock(&shared.queue);
@@ -199,7 +203,9 @@ fn run_once(shared: &Arc<Shared>, handle: &LoopHandle) -> std::io::Result<Life> 
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let mut child = command.spawn()?;
+    let mut child = command
+        .spawn()
+        .map_err(|e| crate::child::spawn_error(&command, e))?;
     shared.starts.fetch_add(1, Ordering::AcqRel);
     lock(&shared.pacing).reset();
     shared.proven.store(false, Ordering::Release);
@@ -209,7 +215,20 @@ fn run_once(shared: &Arc<Shared>, handle: &LoopHandle) -> std::io::Result<Life> 
     let life = shared.starts();
     let alive = Arc::new(AtomicBool::new(true));
     let refused = Arc::new(AtomicBool::new(false));
-    let threads = start_pipes(shared, handle, &mut child, &alive, &refused);
+    let threads = match start_pipes(shared, handle, &mut child, &alive, &refused) {
+        Ok(threads) => threads,
+        Err((threads, e)) => {
+            // Nothing serves its pipes: end it, and what it started, before saying why.
+            let _ = sys::signal_group(pgid, libc::SIGKILL);
+            tree.scan();
+            tree.kill_all();
+            let _ = child.wait();
+            for thread in threads {
+                let _ = thread.join();
+            }
+            return Err(e);
+        }
+    };
     let mut signalled = (false, false);
     // When a lost pipe was first seen, and how the wrapper ends the server once it retired it.
     let mut lost: Option<Instant> = None;
@@ -363,14 +382,31 @@ fn spoken(d: Duration) -> String {
     }
 }
 
+/// The threads started for the server's pipes; or the error that stopped one, with those
+/// already running.
+type Started = Result<Vec<JoinHandle<()>>, (Vec<JoinHandle<()>>, io::Error)>;
+
+/// Starts the threads that serve the server's stderr and stdin, then hands its stdout to the
+/// loop. A thread that cannot start (a thread or process limit) fails the start: the error
+/// comes back with the threads already running, which end once the server is gone.
 fn start_pipes(
     shared: &Arc<Shared>,
     handle: &LoopHandle,
     child: &mut Child,
     alive: &Arc<AtomicBool>,
     refused: &Arc<AtomicBool>,
-) -> Vec<JoinHandle<()>> {
+) -> Started {
     let mut threads = Vec::new();
+    if let Some(mut stderr) = child.stderr.take() {
+        // First: it ends by itself at the end of the pipe, once the server is gone.
+        let name = shared.config.name.clone();
+        match thread_named("mcpipe-wrap-stderr", move || {
+            forward_stderr(&name, &mut stderr)
+        }) {
+            Ok(thread) => threads.push(thread),
+            Err(e) => return Err((threads, thread_error("its stderr", e))),
+        }
+    }
     if let Some(stdin) = child.stdin.take() {
         // Room for many passes of the loop's lines: a full pipe hands them to the writer
         // thread, a hop per pass (best effort: the default 64 KiB otherwise).
@@ -379,9 +415,16 @@ fn start_pipes(
         lock(&shared.queue).direct = sys::reopen_nonblocking(stdin.as_fd(), true).ok();
         let (shared, handle) = (Arc::clone(shared), handle.clone());
         let (alive, refused) = (Arc::clone(alive), Arc::clone(refused));
-        threads.push(thread::spawn(move || {
+        let queue = Arc::clone(&shared);
+        match thread_named("mcpipe-wrap-stdin", move || {
             to_server::write_lines(&shared, stdin, &alive, &refused, &handle)
-        }));
+        }) {
+            Ok(thread) => threads.push(thread),
+            Err(e) => {
+                lock(&queue.queue).lose_direct();
+                return Err((threads, thread_error("its stdin", e)));
+            }
+        }
     }
     if let Some(stdout) = child.stdout.take() {
         // Read by the loop's own thread (a watched fd): no hop between an answer and the client.
@@ -400,11 +443,20 @@ fn start_pipes(
             )),
         }
     }
-    if let Some(mut stderr) = child.stderr.take() {
-        let name = shared.config.name.clone();
-        threads.push(thread::spawn(move || forward_stderr(&name, &mut stderr)));
-    }
-    threads
+    Ok(threads)
+}
+
+/// A thread with a name, or the error that it could not start (`std::thread::spawn` would
+/// panic instead).
+fn thread_named(name: &str, f: impl FnOnce() + Send + 'static) -> io::Result<JoinHandle<()>> {
+    thread::Builder::new().name(name.to_owned()).spawn(f)
+}
+
+fn thread_error(pipe: &str, e: io::Error) -> io::Error {
+    io::Error::new(
+        e.kind(),
+        format!("no thread could be started for {pipe}: {e}"),
+    )
 }
 
 /// Answers overdue requests with an error. One whose line still waits for the server's stdin

@@ -191,7 +191,14 @@ impl Handler for Relay {
 
     fn on_start(&mut self, cx: &mut Context<'_>) {
         let handle = cx.loop_handle();
-        self.supervisor = Some(child::supervise(Arc::clone(&self.shared), handle));
+        match child::supervise(Arc::clone(&self.shared), handle) {
+            Ok(supervisor) => self.supervisor = Some(supervisor),
+            // At a thread or process limit: no server, said once, every request answered.
+            Err(e) => child::give_up(
+                &self.shared,
+                &format!("the wrapper could not start its supervisor thread: {e}"),
+            ),
+        }
     }
 
     fn holds_input(&self) -> bool {

@@ -430,6 +430,11 @@ impl<S: 'static> McpServer<S> {
         let pool = self
             .pool
             .get_or_insert_with(|| WorkerPool::new(self.workers));
+        if let Err(e) = pool.make_room() {
+            // Queued, the call would wait for a thread that never comes.
+            responder.respond(Err(no_worker(&e)));
+            return;
+        }
         pool.submit(Box::new(move || {
             let WorkerJob {
                 info,
@@ -590,6 +595,14 @@ pub(super) fn progress_token(params: &Map<String, Value>) -> Option<Value> {
 /// The answer of a tool call, from what its function returned: under 2026-07-28 an
 /// `input_required` round or `-32021` may override it; an `Err` becomes an `isError` result
 /// (or a JSON-RPC error, for [`ToolError::protocol`]); a panic becomes an `isError` result.
+/// The answer to work that cannot run: the pool has no thread and none can start.
+pub(super) fn no_worker(e: &std::io::Error) -> ErrorObject {
+    diagnostics::line(&format!("mcpipe: no worker thread could be started: {e}"));
+    ErrorObject::internal(format!(
+        "internal error: no worker thread could be started: {e}"
+    ))
+}
+
 pub(super) fn tool_answer(
     name: &str,
     scope: &Scope,

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
-use super::calls::{tool_answer, Announced};
+use super::calls::{no_worker, tool_answer, Announced};
 use super::{ConcurrentToolFn, McpServer};
 use crate::handler::{catch_panic, Context};
 use crate::mcp::arguments::Arguments;
@@ -276,6 +276,15 @@ impl<S: 'static> McpServer<S> {
         let pool = self
             .pool
             .get_or_insert_with(|| WorkerPool::new(self.workers));
+        if let Err(e) = pool.make_room() {
+            // Queued, the task would stay `working` for want of a thread: it fails instead.
+            let failed = TaskEvent {
+                id: job.id.clone(),
+                kind: EventKind::Finished(Err(no_worker(&e))),
+            };
+            let _ = job.outbox.post(Box::new(failed));
+            return;
+        }
         pool.submit(Box::new(move || job.run()));
     }
 

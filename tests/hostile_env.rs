@@ -1,0 +1,256 @@
+//! The server, the wrapper and the diagnostics sink in a hostile environment: no thread can be
+//! started (a process or thread limit: here every new thread's stack is refused with
+//! `RUST_MIN_STACK`), no fd can be had (`RLIMIT_NOFILE` reached). Every test under a watchdog.
+
+mod util;
+
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::json;
+use util::mcp::{text, Proc};
+use util::watchdog;
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// A stack no thread can be given: every thread the process starts after its main one fails
+/// with `EAGAIN`/`ENOMEM`, as it does at a process or thread limit.
+const NO_THREADS: (&str, &str) = ("RUST_MIN_STACK", "100000000000000");
+
+fn demo_without_threads() -> Proc {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcpipe"));
+    cmd.arg("demo").env(NO_THREADS.0, NO_THREADS.1);
+    Proc::spawn(cmd)
+}
+
+#[test]
+fn a_concurrent_call_without_a_worker_thread_is_answered_with_an_error_at_once() {
+    let _w = watchdog("concurrent_call_without_a_worker_thread", LIMIT);
+    let mut p = demo_without_threads();
+    p.initialize();
+    p.call(1, "sleep", json!({ "ms": 10 }));
+    p.call(2, "echo", json!({ "text": "on the loop" }));
+    // The echo runs on the loop's thread, the sleep would need a worker: both are answered
+    // now, not after the end of input's grace.
+    let mut answers = std::collections::HashMap::new();
+    while answers.len() < 2 {
+        let Some(answer) = p.next_within(Duration::from_secs(5)) else {
+            panic!("no answer within 5 s; so far {answers:?}");
+        };
+        answers.insert(answer["id"].as_i64().unwrap_or(-1), answer);
+    }
+    let message = answers[&1]["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("no worker thread could be started"),
+        "{}",
+        answers[&1]
+    );
+    assert_eq!(text(&answers[&2]["result"]), "on the loop");
+    assert!(p
+        .stderr_with("no worker thread")
+        .contains("no worker thread could be started"));
+    p.close_stdin();
+    assert_eq!(p.wait_exit(), Some(0));
+}
+
+#[test]
+fn a_task_without_a_worker_thread_fails_instead_of_staying_working() {
+    let _w = watchdog("task_without_a_worker_thread", LIMIT);
+    let mut p = demo_without_threads();
+    p.initialize();
+    p.request(
+        1,
+        "tools/call",
+        json!({ "name": "sleep", "arguments": { "ms": 10 }, "task": { "ttl": 60000 } }),
+    );
+    let task = p.result(1);
+    let id = task["task"]["taskId"]
+        .as_str()
+        .expect("a task id")
+        .to_owned();
+    p.request(2, "tasks/result", json!({ "taskId": id }));
+    let (_, answer) = p.until_response(2);
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("no worker thread could be started"),
+        "{answer}"
+    );
+    p.close_stdin();
+    assert_eq!(p.wait_exit(), Some(0));
+}
+
+/// `mcpipe wrap -- mcpipe demo`, its stdin closed after `request` was written.
+fn wrap_once(configure: impl FnOnce(&mut Command)) -> Proc {
+    let bin = env!("CARGO_BIN_EXE_mcpipe");
+    let mut cmd = Command::new(bin);
+    cmd.args(["wrap", "--", bin, "demo"]);
+    configure(&mut cmd);
+    let mut p = Proc::spawn(cmd);
+    p.request(1, "ping", json!({}));
+    p.close_stdin();
+    p
+}
+
+#[test]
+fn the_wrapper_without_threads_gives_up_with_the_reason_instead_of_panicking() {
+    let _w = watchdog("wrapper_without_threads", LIMIT);
+    let mut p = wrap_once(|cmd| {
+        cmd.env(NO_THREADS.0, NO_THREADS.1);
+    });
+    let answer = p.response(1);
+    assert_eq!(answer["error"]["code"], -32603, "{answer}");
+    assert!(
+        !answer["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("panicked"),
+        "{answer}"
+    );
+    assert_eq!(p.wait_exit(), Some(3));
+    let stderr = p.stderr_at_end();
+    assert!(
+        stderr.contains("could not start its supervisor thread"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+/// Whether this process may run a command as another user (`setpriv` needs root): a process
+/// limit binds only an unprivileged user.
+fn may_change_user() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|out| out.stdout == b"0\n")
+        && Command::new("setpriv").arg("--help").output().is_ok()
+}
+
+#[test]
+fn the_wrapper_at_a_process_limit_says_which_thread_it_could_not_start() {
+    if !may_change_user() {
+        eprintln!("not run: needs root and setpriv(1) to put an unprivileged user at RLIMIT_NPROC");
+        return;
+    }
+    let _w = watchdog("wrapper_at_a_process_limit", LIMIT);
+    // As `nobody` with room for 3 tasks: the wrapper, its supervisor and the server; the
+    // thread for the server's stderr is the one refused (4 tasks: for its stdin).
+    for (limit, pipe) in [(3, "its stderr"), (4, "its stdin")] {
+        let mut p = wrap_once(|cmd| {
+            let program = cmd.get_program().to_owned();
+            let args: Vec<_> = cmd.get_args().map(|a| a.to_owned()).collect();
+            *cmd = Command::new("setpriv");
+            cmd.args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "prlimit",
+            ])
+            .arg(format!("--nproc={limit}:{limit}"))
+            .arg(program)
+            .args(args);
+        });
+        let answer = p.response(1);
+        let message = answer["error"]["message"].as_str().unwrap_or_default();
+        let why = format!("no thread could be started for {pipe}");
+        assert!(message.contains(&why), "limit {limit}: {answer}");
+        assert_eq!(p.wait_exit(), Some(3), "limit {limit}");
+        let stderr = p.stderr_at_end();
+        assert!(stderr.contains(&why), "limit {limit}: {stderr}");
+    }
+}
+
+/// Set in the environment of this binary run again at a low fd limit.
+const AT_FD_LIMIT: &str = "MCPIPE_TEST_AT_FD_LIMIT";
+
+#[test]
+fn a_line_logged_at_the_fd_limit_reaches_stderr_and_logging_goes_on() {
+    if std::env::var_os(AT_FD_LIMIT).is_some() {
+        // The re-run: every fd taken, then a line (the sink's first use), then fds again.
+        let mut held = Vec::new();
+        while let Ok(file) = std::fs::File::open("/dev/null") {
+            held.push(file);
+        }
+        mcpipe::stderr_line("hostile-env: said at the fd limit");
+        drop(held);
+        mcpipe::stderr_line("hostile-env: said with fds to spare");
+        return;
+    }
+    let _w = watchdog("line_logged_at_the_fd_limit", LIMIT);
+    // Python lowers RLIMIT_NOFILE (64: quick to fill) and runs this test again; its stderr is
+    // a pipe, which the sink would reopen or duplicate: both need an fd.
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            "import os, resource, sys\n\
+             resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))\n\
+             os.execv(sys.argv[1], sys.argv[1:])",
+        ])
+        .arg(std::env::current_exe().unwrap())
+        .args([
+            "a_line_logged_at_the_fd_limit_reaches_stderr_and_logging_goes_on",
+            "--exact",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env(AT_FD_LIMIT, "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "{stdout}{stderr}"
+    );
+    assert!(stderr.contains("said at the fd limit\n"), "{stderr}");
+    assert!(stderr.contains("said with fds to spare\n"), "{stderr}");
+}
+
+#[test]
+fn the_probe_without_threads_blames_the_thread_not_the_server() {
+    let _w = watchdog("probe_without_threads", LIMIT);
+    let bin = env!("CARGO_BIN_EXE_mcpipe");
+    let out = Command::new(bin)
+        .args(["probe", "--", bin, "demo"])
+        .env(NO_THREADS.0, NO_THREADS.1)
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{report}");
+    assert!(
+        report.contains("no thread could be started to fork it"),
+        "{report}"
+    );
+}
+
+#[test]
+fn an_output_that_refuses_writes_is_said_on_stderr_not_taken_for_a_peer_gone() {
+    let _w = watchdog("output_that_refuses_writes", LIMIT);
+    // /dev/full: every write fails with ENOSPC, as on a full disk.
+    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
+        eprintln!("not run: no /dev/full");
+        return;
+    };
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcpipe"));
+    cmd.arg("demo");
+    let mut child = cmd
+        .stdin(std::process::Stdio::piped())
+        .stdout(full)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Its stdin stays open: the write error alone must end it.
+    let mut stdin = child.stdin.take().unwrap();
+    std::io::Write::write_all(
+        &mut stdin,
+        b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n",
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    drop(stdin);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("the output cannot be written (No space left on device"),
+        "{stderr}"
+    );
+}
