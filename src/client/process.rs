@@ -386,6 +386,17 @@ impl ServerProcess {
                 }
             }
         }
+        if self.stderr_ready.ready() {
+            progressed |= self.read_stderr(on_stderr);
+        }
+        progressed
+    }
+
+    /// Reads what the server's stderr holds now, up to a budget. Called only while the pipe may
+    /// hold bytes: its 16 KiB chunk was zeroed at every pass otherwise, twice a round trip
+    /// (BENCHMARKS.md, "The client under load").
+    fn read_stderr(&mut self, on_stderr: &mut dyn FnMut(&[u8])) -> bool {
+        let mut progressed = false;
         let mut budget = READ_BUDGET;
         let mut chunk = [0u8; 16 * 1024];
         while self.stderr_ready.ready() && budget > 0 {
