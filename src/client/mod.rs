@@ -605,7 +605,7 @@ impl Drop for Client {
 
 /// Whether the server exited, closed its stdout, or stopped reading its stdin.
 fn server_has_exited(process: &mut ServerProcess) -> bool {
-    process.has_exited() || process.stdout_eof() || process.stdin_broken()
+    process.exit_seen() || process.stdout_eof() || process.stdin_broken()
 }
 
 fn dead_error(dead: &Dead) -> Error {
