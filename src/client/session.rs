@@ -390,6 +390,21 @@ impl Session {
     /// Times out every request whose deadline has passed at `now` ([`Event::TimedOut`]);
     /// returns the next deadline.
     pub(crate) fn expire(&mut self, now: Instant) -> Option<Instant> {
+        // The waiting loops ask at every pass: one look at the deadlines, nothing allocated,
+        // unless one has passed (then the list in deadline order, below).
+        let mut next: Option<Instant> = None;
+        let mut passed = false;
+        for pending in self.pending.values() {
+            let at = pending.timing.due();
+            if at > now {
+                next = Some(next.map_or(at, |n| n.min(at)));
+            } else {
+                passed = true;
+            }
+        }
+        if !passed {
+            return next;
+        }
         let mut due: Vec<(RequestId, Instant)> = self
             .pending
             .iter()
