@@ -149,6 +149,7 @@ impl SharedClient {
         let link = Link(Arc::new(LinkState {
             commands,
             waker: Mutex::new(None),
+            wake_pending: AtomicBool::new(false),
             view: Mutex::new(View::default()),
             notifications: Mutex::new(VecDeque::new()),
             notified: Condvar::new(),
