@@ -6,8 +6,10 @@
 //! Run: `cargo bench --bench client` (about a minute), `cargo bench --bench client -- --test`
 //! (smoke mode: tiny counts). Options after `--`: `--rounds N`, `--calls N` (timed calls per
 //! scenario), `--sdk` (also the official Python and TypeScript SDK clients, from the
-//! installs of `scripts/setup-interop.sh` in `interop/`), and words that filter the scenarios
-//! by name (`ping-pong`, `shared-4`, `pipelined-64`, `ceiling`, `demo`).
+//! installs of `scripts/setup-interop.sh` in `interop/`), `--pin` (this process, all its
+//! threads, and so the servers and SDK clients it starts, on CPU 0: `taskset -a -p -c 0`; on
+//! this VM a wake-up across CPUs costs tens of microseconds, see BENCHMARKS.md), and words that
+//! filter the scenarios by name (`ping-pong`, `shared-4`, `pipelined-64`, `ceiling`, `demo`).
 
 mod scenarios;
 
@@ -32,6 +34,7 @@ struct Options {
     calls: u64,
     warmup: u64,
     sdk: bool,
+    pin: bool,
     filters: Vec<String>,
 }
 
@@ -41,6 +44,7 @@ fn options() -> Result<Options, String> {
         calls: 20_000,
         warmup: 1_000,
         sdk: false,
+        pin: false,
         filters: Vec::new(),
     };
     let mut args = std::env::args().skip(1);
@@ -65,6 +69,7 @@ fn options() -> Result<Options, String> {
                 }
             }
             "--sdk" => options.sdk = true,
+            "--pin" => options.pin = true,
             word if !word.starts_with('-') => options.filters.push(word.to_owned()),
             other => return Err(format!("unknown option {other}")),
         }
@@ -193,8 +198,25 @@ fn run_sdk(
     Ok(runs)
 }
 
+/// Pins this process, every thread it has and will have, to CPU 0.
+fn pin() -> Result<(), String> {
+    let pid = std::process::id().to_string();
+    let status = Command::new("taskset")
+        .args(["-a", "-p", "-c", "0", &pid])
+        .stdout(Stdio::null())
+        .status()
+        .map_err(|e| format!("taskset: {e}"))?;
+    if !status.success() {
+        return Err(format!("taskset -a -p -c 0 {pid}: {status}"));
+    }
+    Ok(())
+}
+
 fn run() -> Result<(), String> {
     let options = options()?;
+    if options.pin {
+        pin()?;
+    }
     let paths = build_servers()?;
     let path = |name: &str| {
         paths
@@ -303,10 +325,11 @@ fn run() -> Result<(), String> {
         }
     }
     println!(
-        "\n{} rounds, {} timed calls a scenario (SDKs: {}), medians over rounds\n",
+        "\n{} rounds, {} timed calls a scenario (SDKs: {}), medians over rounds{}\n",
         options.rounds,
         options.calls,
-        options.calls.min(2_000)
+        options.calls.min(2_000),
+        if options.pin { ", pinned to CPU 0" } else { "" }
     );
     println!(
         "| scenario, server, client | calls/s | p50 µs | p99 µs | client CPU µs/call | server \
