@@ -324,6 +324,17 @@ fn run() -> Result<(), String> {
             }
         }
     }
+    print_report(&options, &rows);
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("failed: {}", failed.join("; ")))
+    }
+}
+
+/// The table of the run, in Markdown.
+#[allow(clippy::print_stdout)] // The report is the bench's output.
+fn print_report(options: &Options, rows: &BTreeMap<String, Row>) {
     println!(
         "\n{} rounds, {} timed calls a scenario (SDKs: {}), medians over rounds{}\n",
         options.rounds,
@@ -336,13 +347,8 @@ fn run() -> Result<(), String> {
          CPU µs/call | spread of calls/s |"
     );
     println!("|---|---|---|---|---|---|---|");
-    for (key, row) in &rows {
+    for (key, row) in rows {
         println!("{}", row.line(key));
-    }
-    if failed.is_empty() {
-        Ok(())
-    } else {
-        Err(format!("failed: {}", failed.join("; ")))
     }
 }
 
