@@ -1,7 +1,8 @@
 //! The line-echo ceiling: the least work a JSON-RPC stdio server can do per message, as a
 //! yardstick for the benchmarks (`cargo bench --bench pipe`; see BENCHMARKS.md).
 //!
-//! Run: `cargo run --release --example line_echo_ceiling [-- --mcp --poll --parse value|ours]`
+//! Run: `cargo run --release --example line_echo_ceiling [-- --mcp|--client --poll --parse
+//! value|ours]`
 //! (each option may be left out), then type
 //! `{"jsonrpc":"2.0","id":1,"method":"echo","params":{"text":"hi"}}`.
 //!
@@ -24,6 +25,13 @@
 //! server that reads its requests, whatever its loop: BENCHMARKS.md ("Why ping-pong stays above
 //! 1.1× the ceiling") uses it to show what reading alone costs in ping-pong.
 //!
+//! With `--client` it stands in for an MCP server in front of a client under test (`cargo bench
+//! --bench client`): it answers the handshake (`server/discover` and any unknown method with
+//! `-32601`, `initialize` with the protocol version it was asked for, `tools/list` with the echo
+//! tool, `ping` with `{}`), and `tools/call` with the echo result, whatever the order of the
+//! members a client writes (the text is found by its key and ends at the next quote: the
+//! benchmark's texts hold no escapes). One method lookup per line more than `--mcp`.
+//!
 //! It relies on the layout the benchmark driver sends (`"id"` before `"method"`, `"params"`
 //! last, the text last in the params, no `"id":` or `"params":` inside strings), so it is no
 //! server: it is the most any server could do on this machine, which is what the benchmarks
@@ -43,6 +51,8 @@ enum Shape {
     Raw,
     /// `result` is an MCP tool result holding the request's `text` argument.
     Mcp,
+    /// An MCP server's answers to a client (`--client`).
+    Client,
 }
 
 /// `--parse`: how each line is read before it is answered.
@@ -86,6 +96,9 @@ fn read_line(line: &[u8], parse: Parse) -> io::Result<()> {
 
 /// Appends the reply to one line (if it needs one) to `out`.
 fn answer(line: &[u8], shape: Shape, out: &mut Vec<u8>) {
+    if shape == Shape::Client {
+        return answer_client(line, out);
+    }
     let Some(at) = memchr::memmem::find(line, b"\"id\":") else {
         return; // A notification: no reply.
     };
@@ -100,7 +113,7 @@ fn answer(line: &[u8], shape: Shape, out: &mut Vec<u8>) {
         .map(|p| &line[p + 9..line.len().saturating_sub(1).max(p + 9)])
         .unwrap_or(b"{}");
     match shape {
-        Shape::Raw => out.extend_from_slice(params),
+        Shape::Raw | Shape::Client => out.extend_from_slice(params),
         Shape::Mcp => {
             // The text string runs from its opening quote to the `}}` that close the arguments
             // and the params.
@@ -110,6 +123,54 @@ fn answer(line: &[u8], shape: Shape, out: &mut Vec<u8>) {
             out.extend_from_slice(b"{\"content\":[{\"type\":\"text\",\"text\":");
             out.extend_from_slice(text);
             out.extend_from_slice(b"}]}");
+        }
+    }
+    out.extend_from_slice(b"}\n");
+}
+
+/// The bytes of the string value of `key` (a `"name":` pattern) in `line`, without its quotes,
+/// up to the next quote (no escapes expected).
+fn string_value<'a>(line: &'a [u8], key: &[u8]) -> Option<&'a [u8]> {
+    let at = memchr::memmem::find(line, key)? + key.len();
+    let rest = line.get(at..)?.strip_prefix(b"\"")?;
+    let len = memchr::memchr(b'"', rest)?;
+    Some(&rest[..len])
+}
+
+/// `--client`: appends the reply to one line of a client's to `out`.
+fn answer_client(line: &[u8], out: &mut Vec<u8>) {
+    let Some(at) = memchr::memmem::find(line, b"\"id\":") else {
+        return; // A notification: no reply.
+    };
+    let id_start = at + 5;
+    let id_len = memchr::memchr2(b',', b'}', &line[id_start..]).unwrap_or(0);
+    let id = &line[id_start..id_start + id_len];
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    out.extend_from_slice(id);
+    let method = string_value(line, b"\"method\":").unwrap_or(b"");
+    match method {
+        b"tools/call" => {
+            let text = string_value(line, b"\"text\":").unwrap_or(b"");
+            out.extend_from_slice(b",\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"");
+            out.extend_from_slice(text);
+            out.extend_from_slice(b"\"}]}");
+        }
+        b"initialize" => {
+            let version = string_value(line, b"\"protocolVersion\":").unwrap_or(b"2025-06-18");
+            out.extend_from_slice(b",\"result\":{\"protocolVersion\":\"");
+            out.extend_from_slice(version);
+            out.extend_from_slice(
+                b"\",\"capabilities\":{\"tools\":{}},\"serverInfo\":{\"name\":\"line_echo_ceiling\",\
+                  \"version\":\"0\"}}",
+            );
+        }
+        b"tools/list" => out.extend_from_slice(
+            b",\"result\":{\"tools\":[{\"name\":\"echo\",\"inputSchema\":{\"type\":\"object\",\
+              \"properties\":{\"text\":{\"type\":\"string\"}},\"required\":[\"text\"]}}]}",
+        ),
+        b"ping" => out.extend_from_slice(b",\"result\":{}"),
+        _ => {
+            out.extend_from_slice(b",\"error\":{\"code\":-32601,\"message\":\"Method not found\"}")
         }
     }
     out.extend_from_slice(b"}\n");
@@ -166,6 +227,7 @@ fn run() -> io::Result<()> {
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--mcp" => shape = Shape::Mcp,
+            "--client" => shape = Shape::Client,
             "--poll" => poll = Some(InputPoll::new()?),
             "--parse" => {
                 parse = match args.next().as_deref() {

@@ -84,6 +84,36 @@ fn a_server_that_exits_mid_request_fails_it_at_once_with_status_and_stderr() {
     });
 }
 
+/// Only the exit itself tells: a grandchild holds all three pipes, so none closes. The waiting
+/// loops learn it from the pidfd's readiness (they ask `waitpid` only then, or a millisecond
+/// after they last asked), on both clients.
+#[test]
+fn a_server_that_exits_while_a_grandchild_holds_its_pipes_fails_the_request_at_once() {
+    watchdog(LIMIT, || {
+        let options = || RequestOptions::new().timeout(Duration::from_secs(60));
+        let mut client = fixture("exits_with_grandchild.py").spawn().unwrap();
+        let started = Instant::now();
+        let err = client
+            .call_tool_with("echo", json!({}), options())
+            .unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(5), "{err}");
+        match &err {
+            Error::ServerExited { status, .. } => assert_eq!(status.unwrap().code(), Some(3)),
+            other => panic!("expected ServerExited, got {other}"),
+        }
+        client.close();
+
+        let shared = fixture("exits_with_grandchild.py").spawn_shared().unwrap();
+        let started = Instant::now();
+        let err = shared
+            .call_tool_with("echo", json!({}), options())
+            .unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(5), "{err}");
+        assert!(matches!(err, Error::ServerExited { .. }), "{err}");
+        shared.close();
+    });
+}
+
 #[test]
 fn a_server_flooding_stderr_never_blocks_and_only_the_tail_is_kept() {
     watchdog(LIMIT, || {

@@ -49,20 +49,26 @@ pub(super) fn request<E: Exchange + ?Sized>(
     params: Option<Value>,
     options: &mut RequestOptions<'_>,
 ) -> Result<Value, Error> {
-    let result = with_retries(ex, method, params.clone(), options)?;
+    // The `input_required` rounds send the params again: a copy is kept where the connection
+    // is modern, or may be by the answer (a retry restarts a dead server, which may come back
+    // in the other era). Otherwise the era can change only through another thread's restart,
+    // which ends this request with `Error::Closed` unless its handshake-era answer came first,
+    // and such an answer holds no `resultType`: the rounds end at once without the params.
+    let (policy, attempts) = attempts(ex, method, options);
+    let kept = (ex.is_modern() || attempts > 1).then(|| params.clone());
+    let result = with_retries(ex, method, params, options, &policy, attempts)?;
     if !ex.is_modern() {
         return Ok(result);
     }
-    complete_rounds(ex, method, &params, result, options)
+    complete_rounds(ex, method, kept.flatten(), result, options)
 }
 
-/// One request (one round), with the retry policy.
-fn with_retries<E: Exchange + ?Sized>(
-    ex: &mut E,
+/// The retry policy of a request, and how many attempts it may take.
+fn attempts<E: Exchange + ?Sized>(
+    ex: &E,
     method: &str,
-    params: Option<Value>,
-    options: &mut RequestOptions<'_>,
-) -> Result<Value, Error> {
+    options: &RequestOptions<'_>,
+) -> (RetryPolicy, u32) {
     let policy = options.retry.clone().unwrap_or_else(|| ex.default_retry());
     let idempotent = options.idempotent.unwrap_or(method != "tools/call");
     let attempts = if idempotent {
@@ -70,9 +76,27 @@ fn with_retries<E: Exchange + ?Sized>(
     } else {
         1
     };
+    (policy, attempts)
+}
+
+/// One request (one round), with the retry policy.
+fn with_retries<E: Exchange + ?Sized>(
+    ex: &mut E,
+    method: &str,
+    mut params: Option<Value>,
+    options: &mut RequestOptions<'_>,
+    policy: &RetryPolicy,
+    attempts: u32,
+) -> Result<Value, Error> {
     let mut attempt = 1;
     loop {
-        match ex.attempt(method, params.clone(), options, attempt > 1) {
+        // The last attempt takes the params themselves: no copy for a request tried once.
+        let sent = if attempt < attempts {
+            params.clone()
+        } else {
+            params.take()
+        };
+        match ex.attempt(method, sent, options, attempt > 1) {
             Err(e) if e.is_retryable() && attempt < attempts => {
                 attempt += 1;
                 let delay = policy.delay_before(attempt, ex.seed());
@@ -94,11 +118,11 @@ fn with_retries<E: Exchange + ?Sized>(
 fn complete_rounds<E: Exchange + ?Sized>(
     ex: &mut E,
     method: &str,
-    params: &Option<Value>,
+    params: Option<Value>,
     result: Value,
     options: &mut RequestOptions<'_>,
 ) -> Result<Value, Error> {
-    let mut rounds = Rounds::new(method, params.clone(), ex.max_input_rounds());
+    let mut rounds = Rounds::new(method, params, ex.max_input_rounds());
     let mut round = rounds.on_result(result);
     loop {
         let asked = match round {
@@ -115,7 +139,8 @@ fn complete_rounds<E: Exchange + ?Sized>(
         if let Some(delay) = next.pause {
             ex.pause(delay);
         }
-        let result = with_retries(ex, method, next.params, options)?;
+        let (policy, attempts) = attempts(ex, method, options);
+        let result = with_retries(ex, method, next.params, options, &policy, attempts)?;
         round = rounds.on_result(result);
     }
 }

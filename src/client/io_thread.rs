@@ -30,6 +30,7 @@ impl Client {
     pub(super) fn serve(&mut self, commands: &Receiver<Command>, link: &Link) {
         let mut waker_pid = self.pid();
         loop {
+            link.taking_commands();
             loop {
                 match commands.try_recv() {
                     Ok(command) => {
@@ -132,10 +133,11 @@ impl Client {
                     return ControlFlow::Continue(());
                 }
                 let timing = self.timing(&plan.options(), Instant::now());
+                // Written with the other commands' requests once the queue is taken
+                // (`handle_buffered`): one write for all of them.
                 let id = self
                     .session
                     .start(&method, params, plan.wants_progress, timing);
-                self.flush_outbox();
                 self.detached.insert(id, Detached { key, events });
             }
             Command::Cancel { key } => {

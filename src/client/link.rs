@@ -4,7 +4,7 @@
 
 use std::collections::VecDeque;
 use std::io;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread::ThreadId;
@@ -133,6 +133,9 @@ pub(super) struct LinkState {
     /// Wakes the IO thread's poll; replaced when the server is restarted, `None` once the
     /// thread has ended.
     pub(super) waker: Mutex<Option<Arc<Waker>>>,
+    /// A wake is on its way: set by the command that sends it, cleared by the IO thread
+    /// before it looks at the queue. The commands sent meanwhile need no wake of their own.
+    pub(super) wake_pending: AtomicBool,
     pub(super) view: Mutex<View>,
     pub(super) notifications: Mutex<VecDeque<Notification>>,
     pub(super) notified: Condvar,
@@ -166,11 +169,21 @@ impl Link {
             return Err(deadlock());
         }
         self.0.commands.send(command).map_err(|_| self.gone())?;
+        // The IO thread clears the flag before it takes the queue: a command queued before
+        // the clearing is taken by that look, one queued after it finds the flag clear.
+        if self.0.wake_pending.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
         if let Some(waker) = lock(&self.0.waker).as_ref() {
             // A failed wake leaves the command queued; the thread's next wake-up sees it.
             let _ = waker.wake();
         }
         Ok(())
+    }
+
+    /// The IO thread is about to take the queue: the next command must wake it again.
+    pub(super) fn taking_commands(&self) {
+        self.0.wake_pending.store(false, Ordering::SeqCst);
     }
 
     /// Whether the calling thread is the IO thread.

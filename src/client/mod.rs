@@ -28,7 +28,7 @@ mod spawner;
 mod tasks;
 mod wait;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::ffi::OsStr;
 use std::fmt;
 use std::time::Duration;
@@ -38,7 +38,8 @@ use serde_json::{json, Map, Value};
 use crate::deadline;
 use crate::diagnostics::Diagnostics;
 use crate::error::Error;
-use crate::message::{Notification, RequestId, Response};
+use crate::id_map::IdMap;
+use crate::message::{Notification, Response};
 
 pub use builder::ClientBuilder;
 pub use era::Era;
@@ -135,7 +136,7 @@ pub struct Client {
     discover_result: Value,
     /// Requests of the [`SharedClient`], by id, and who waits for each (always empty
     /// otherwise).
-    detached: HashMap<RequestId, Detached>,
+    detached: IdMap<Detached>,
     notifications: VecDeque<Notification>,
     strays: VecDeque<Response>,
     diagnostics: Diagnostics,
@@ -225,7 +226,7 @@ impl Client {
             session,
             initialize_result: Value::Null,
             discover_result: Value::Null,
-            detached: HashMap::new(),
+            detached: IdMap::default(),
             notifications: VecDeque::new(),
             strays: VecDeque::new(),
             diagnostics: Diagnostics::new(log),
@@ -605,7 +606,7 @@ impl Drop for Client {
 
 /// Whether the server exited, closed its stdout, or stopped reading its stdin.
 fn server_has_exited(process: &mut ServerProcess) -> bool {
-    process.has_exited() || process.stdout_eof() || process.stdin_broken()
+    process.exit_seen() || process.stdout_eof() || process.stdin_broken()
 }
 
 fn dead_error(dead: &Dead) -> Error {

@@ -38,6 +38,11 @@ pub(crate) const STDERR_TAIL_BYTES: usize = 64 * 1024;
 /// Without a pidfd, the child's status is checked this often while waiting.
 const EXIT_TICK: Duration = Duration::from_millis(10);
 
+/// With a pidfd, the waiting loops ask the kernel for the server's status (`waitpid`) this often
+/// at most, unless the pidfd said it exited: its readiness wakes a loop that sleeps, and this
+/// covers a loop kept too busy to sleep.
+const EXIT_RECHECK: Duration = Duration::from_millis(1);
+
 /// At most this much is read from one pipe before the caller gets to handle it, so a flooding
 /// server cannot keep the client reading forever.
 const READ_BUDGET: usize = 1 << 20;
@@ -151,6 +156,10 @@ pub(crate) struct ServerProcess {
     reaped_elsewhere: bool,
     /// `SIGKILL` was sent and waited for (bounded) once: a second wait would find no more.
     kill_waited: bool,
+    /// The pidfd reported the server's exit (collected by `wait`).
+    exit_signalled: bool,
+    /// When `exit_seen` last asked the kernel.
+    exit_checked: Instant,
     poll: Poll,
     events: Events,
     /// Ends a [`wait`](ServerProcess::wait) early from another thread.
@@ -266,6 +275,8 @@ impl ServerProcess {
             status: None,
             reaped_elsewhere: false,
             kill_waited: false,
+            exit_signalled: false,
+            exit_checked: Instant::now(),
             poll,
             events: Events::with_capacity(8),
             waker: Arc::new(waker),
@@ -386,6 +397,17 @@ impl ServerProcess {
                 }
             }
         }
+        if self.stderr_ready.ready() {
+            progressed |= self.read_stderr(on_stderr);
+        }
+        progressed
+    }
+
+    /// Reads what the server's stderr holds now, up to a budget. Called only while the pipe may
+    /// hold bytes: its 16 KiB chunk was zeroed at every pass otherwise, twice a round trip
+    /// (BENCHMARKS.md, "The client under load").
+    fn read_stderr(&mut self, on_stderr: &mut dyn FnMut(&[u8])) -> bool {
+        let mut progressed = false;
         let mut budget = READ_BUDGET;
         let mut chunk = [0u8; 16 * 1024];
         while self.stderr_ready.ready() && budget > 0 {
@@ -489,6 +511,24 @@ impl ServerProcess {
         self.check_exit().is_some() || self.reaped_elsewhere
     }
 
+    /// Whether the server has exited, as the waiting loops ask at every pass. With a pidfd, the
+    /// kernel is asked only once the pidfd said so, or `EXIT_RECHECK` after the last time: a
+    /// `waitpid` at every pass was three system calls of seven in a round trip (BENCHMARKS.md,
+    /// "The client under load"). Without one, at every pass.
+    pub(crate) fn exit_seen(&mut self) -> bool {
+        if self.status.is_some() || self.reaped_elsewhere {
+            return true;
+        }
+        if self.pidfd.is_some() && !self.exit_signalled {
+            let now = Instant::now();
+            if now.saturating_duration_since(self.exit_checked) < EXIT_RECHECK {
+                return false;
+            }
+            self.exit_checked = now;
+        }
+        self.has_exited()
+    }
+
     /// Sleeps until a pipe or the process has news, or `timeout` passes. The caller has
     /// already read everything available (`may_have_input` is false) and handled every line.
     pub(crate) fn wait(&mut self, timeout: Option<Duration>) -> Result<(), Error> {
@@ -510,11 +550,15 @@ impl ServerProcess {
                 STDERR => self.stderr_ready.on_event(false),
                 // A closed read end also shows up as writable: the next write says EPIPE.
                 STDIN => self.stdin_ready.writable = true,
+                EXITED => self.exit_signalled = true,
                 // WAKER: the caller looks at its own queue after every wait.
                 _ => {}
             }
         }
-        self.check_exit();
+        // With a pidfd, its readiness says when the server exits.
+        if self.pidfd.is_none() || self.exit_signalled {
+            self.check_exit();
+        }
         self.tree.scan_if_due();
         Ok(())
     }

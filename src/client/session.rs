@@ -7,7 +7,7 @@
 //! deadlines, routing of answers and progress, the answers to the server's requests, the
 //! heartbeat's bookkeeping and the counters, so all of it is unit-tested and fuzzed on bytes.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -16,6 +16,7 @@ use super::era::{self, Era};
 use super::options::Progress;
 use crate::deadline;
 use crate::diagnostics::excerpt;
+use crate::id_map::IdMap;
 use crate::mcp::logging::LogLevel;
 use crate::message::{
     parse_line, ErrorObject, Message, Notification, Parsed, Request, RequestId, Response,
@@ -159,7 +160,8 @@ pub(crate) enum Pulse {
 #[derive(Debug)]
 pub(crate) struct Session {
     next_id: i64,
-    pending: HashMap<RequestId, Pending>,
+    /// Keyed by the client's own ids, so the cheap hasher is safe (see `id_map`).
+    pending: IdMap<Pending>,
     /// Ids given up on, newest last; at most `REMEMBERED_CANCELLATIONS`.
     cancelled: VecDeque<RequestId>,
     /// The id of a `server/discover` probe whose late answer may still decide the era.
@@ -203,7 +205,7 @@ impl Session {
     ) -> Session {
         Session {
             next_id: 1,
-            pending: HashMap::new(),
+            pending: IdMap::default(),
             cancelled: VecDeque::new(),
             probe: None,
             late_probe: None,
@@ -390,6 +392,21 @@ impl Session {
     /// Times out every request whose deadline has passed at `now` ([`Event::TimedOut`]);
     /// returns the next deadline.
     pub(crate) fn expire(&mut self, now: Instant) -> Option<Instant> {
+        // The waiting loops ask at every pass: one look at the deadlines, nothing allocated,
+        // unless one has passed (then the list in deadline order, below).
+        let mut next: Option<Instant> = None;
+        let mut passed = false;
+        for pending in self.pending.values() {
+            let at = pending.timing.due();
+            if at > now {
+                next = Some(next.map_or(at, |n| n.min(at)));
+            } else {
+                passed = true;
+            }
+        }
+        if !passed {
+            return next;
+        }
         let mut due: Vec<(RequestId, Instant)> = self
             .pending
             .iter()

@@ -149,6 +149,7 @@ impl SharedClient {
         let link = Link(Arc::new(LinkState {
             commands,
             waker: Mutex::new(None),
+            wake_pending: AtomicBool::new(false),
             view: Mutex::new(View::default()),
             notifications: Mutex::new(VecDeque::new()),
             notified: Condvar::new(),
@@ -321,7 +322,7 @@ impl SharedClient {
     ) -> Result<Value, Error> {
         let mut caller = Caller {
             client: self,
-            seed: retry::seed(),
+            seed: None,
         };
         caller.not_on_io_thread()?;
         exchange::request(&mut caller, method, params, &mut options)
@@ -611,7 +612,7 @@ impl SharedClient {
     fn caller(&self) -> Caller<'_> {
         Caller {
             client: self,
-            seed: retry::seed(),
+            seed: None,
         }
     }
 }
@@ -619,7 +620,8 @@ impl SharedClient {
 /// A [`SharedClient`] seen by the layers above one attempt.
 struct Caller<'a> {
     client: &'a SharedClient,
-    seed: u64,
+    /// The jitter's state, made at the first retry (`retry::seed` asks for the pid).
+    seed: Option<u64>,
 }
 
 impl fmt::Debug for Caller<'_> {
@@ -686,7 +688,7 @@ impl Exchange for Caller<'_> {
     }
 
     fn seed(&mut self) -> &mut u64 {
-        &mut self.seed
+        self.seed.get_or_insert_with(retry::seed)
     }
 }
 
