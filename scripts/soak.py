@@ -122,6 +122,11 @@ def main():
     master = random.Random(seed)
     mcpipe = os.path.join(args.target_dir, "release", "mcpipe")
     client_bin = os.path.join(args.target_dir, "release", "examples", "soak_client")
+    names = args.lanes.split(",")
+    for binary in [mcpipe] + ([client_bin] if "client" in names else []):
+        if not os.access(binary, os.X_OK):
+            parser.error("%s is missing: build it first (see the header), or give --target-dir"
+                         % binary)
     out = args.out or tempfile.mkdtemp(prefix="mcpipe-soak-")
     os.makedirs(out, exist_ok=True)
     private_tmp = tempfile.mkdtemp(prefix="mcpipe-soak-tmp-")
@@ -129,7 +134,6 @@ def main():
     tmp_before = set(os.listdir("/tmp"))
 
     lanes = []
-    names = args.lanes.split(",")
     for name in names:
         rng = random.Random(master.randrange(1 << 32))
         if name == "demo":
