@@ -43,7 +43,8 @@ const STDOUT_END_WAIT: Duration = Duration::from_secs(2);
 /// its exit can be waited for, and an exit is reported as what it is.
 const EXIT_WAIT: Duration = Duration::from_millis(250);
 
-/// The first pause before a restart; it doubles up to [`MAX_BACKOFF`].
+/// The first pause before a restart; it doubles up to [`MAX_BACKOFF`], and comes back after
+/// a server that ran for a whole restart window.
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
@@ -111,6 +112,11 @@ pub(super) fn supervise(shared: Arc<Shared>, handle: LoopHandle) -> io::Result<J
             diagnostics::line(&format!(
                 "mcpipe wrap: {name} exited ({status}); restarting"
             ));
+            // A server that ran for a whole restart window was no crash loop: its restart
+            // pauses as little as the first one, however long the pause had grown before.
+            if now.elapsed() >= shared.config.restart_window {
+                backoff = FIRST_BACKOFF;
+            }
             thread::sleep(backoff);
             backoff = (backoff * 2).min(MAX_BACKOFF);
             queue_replay(&shared, client_init_kept);

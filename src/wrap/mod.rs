@@ -164,7 +164,9 @@ impl Wrapper {
     }
 
     /// How many restarts after crashes are allowed within `window` before the wrapper gives up
-    /// (then every request is answered with an error until the client closes its input).
+    /// (then every request is answered with an error until the client closes its input). The
+    /// pause before a restart starts at 100 ms and doubles up to 5 s; a server that ran for a
+    /// whole `window` is restarted after 100 ms again.
     pub fn restarts(mut self, max: u32, window: Duration) -> Wrapper {
         self.max_restarts = max;
         self.restart_window = window;
