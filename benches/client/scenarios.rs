@@ -39,6 +39,26 @@ pub(crate) struct Figures {
 }
 
 impl Figures {
+    /// The figures of `calls` timed calls: their latencies (sorted here), the wall time, and
+    /// the CPU each side used between the two readings (`(client, server)`).
+    fn measured(
+        calls: u64,
+        wall: Duration,
+        mut latencies: Vec<Duration>,
+        before: (Duration, Duration),
+        after: (Duration, Duration),
+    ) -> Figures {
+        latencies.sort_unstable();
+        Figures {
+            calls,
+            wall,
+            latencies,
+            quantiles: None,
+            client_cpu: after.0.saturating_sub(before.0),
+            server_cpu: after.1.saturating_sub(before.1),
+        }
+    }
+
     pub(crate) fn calls_per_s(&self) -> f64 {
         self.calls as f64 / self.wall.as_secs_f64()
     }
@@ -133,15 +153,13 @@ pub(crate) fn ping_pong(server: &Server, warmup: u64, calls: u64) -> Result<Figu
     let wall = started.elapsed();
     let (cpu1, server1) = (cpu_of("self"), cpu_of(&pid));
     client.close();
-    latencies.sort_unstable();
-    Ok(Figures {
+    Ok(Figures::measured(
         calls,
         wall,
         latencies,
-        quantiles: None,
-        client_cpu: cpu1.saturating_sub(cpu0),
-        server_cpu: server1.saturating_sub(server0),
-    })
+        (cpu0, server0),
+        (cpu1, server1),
+    ))
 }
 
 /// `SharedClient`: `threads` caller threads, `calls` blocking `call_tool("echo")` in all.
@@ -224,15 +242,13 @@ pub(crate) fn shared(
     if let Some(e) = failure {
         return Err(e);
     }
-    latencies.sort_unstable();
-    Ok(Figures {
-        calls: per_thread * threads as u64,
+    Ok(Figures::measured(
+        per_thread * threads as u64,
         wall,
         latencies,
-        quantiles: None,
-        client_cpu: cpu1.saturating_sub(cpu0),
-        server_cpu: server1.saturating_sub(server0),
-    })
+        (cpu0, server0),
+        (cpu1, server1),
+    ))
 }
 
 /// `SharedClient::start` from one thread with up to `window` calls in flight, each waited for
@@ -278,13 +294,11 @@ pub(crate) fn pipelined(
     let wall = started.elapsed();
     let (cpu1, server1) = (cpu_of("self"), cpu_of(&pid));
     client.close();
-    latencies.sort_unstable();
-    Ok(Figures {
+    Ok(Figures::measured(
         calls,
         wall,
         latencies,
-        quantiles: None,
-        client_cpu: cpu1.saturating_sub(cpu0),
-        server_cpu: server1.saturating_sub(server0),
-    })
+        (cpu0, server0),
+        (cpu1, server1),
+    ))
 }
