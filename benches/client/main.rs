@@ -11,9 +11,11 @@
 //! this VM a wake-up across CPUs costs tens of microseconds, see BENCHMARKS.md), and words that
 //! filter the scenarios by name (`ping-pong`, `shared-4`, `pipelined-64`, `ceiling`, `demo`).
 
+#[path = "../shared/release_build.rs"]
+mod release_build;
 mod scenarios;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
@@ -78,36 +80,9 @@ fn options() -> Result<Options, String> {
 }
 
 /// Builds the servers with `cargo build --release`; their paths by target name.
-fn build_servers() -> Result<BTreeMap<String, String>, String> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let args = [
-        "build",
-        "--release",
-        "--message-format=json-render-diagnostics",
-        "--example",
-        "line_echo_ceiling",
-        "--bin",
-        "mcpipe",
-    ];
-    eprintln!("client: cargo {}", args.join(" "));
-    let output = Command::new(&cargo)
-        .args(args)
-        .stderr(Stdio::inherit())
-        .output()
-        .map_err(|e| format!("running {cargo}: {e}"))?;
-    if !output.status.success() {
-        return Err(format!("cargo build failed: {}", output.status));
-    }
-    let mut paths = BTreeMap::new();
-    for line in output.stdout.split(|&b| b == b'\n') {
-        let Ok(v) = serde_json::from_slice::<Value>(line) else {
-            continue;
-        };
-        if let (Some(name), Some(exe)) = (v["target"]["name"].as_str(), v["executable"].as_str()) {
-            paths.insert(name.to_owned(), exe.to_owned());
-        }
-    }
-    Ok(paths)
+fn build_servers() -> Result<HashMap<String, String>, String> {
+    let targets = ["--example", "line_echo_ceiling", "--bin", "mcpipe"];
+    release_build::release_build("client", &targets)
 }
 
 /// One row of the table: a scenario on one server, by one client, over the rounds.

@@ -124,6 +124,25 @@ fn server_pid(pid: Option<u32>) -> Result<String, String> {
         .ok_or_else(|| "the server has no pid".to_owned())
 }
 
+/// Echo calls `from..to` made one after another through `call`, each answer checked; each
+/// one's latency goes to `latencies` when given.
+fn echo_calls(
+    range: std::ops::Range<u64>,
+    mut call: impl FnMut(Value) -> Result<Value, mcpipe::Error>,
+    mut latencies: Option<&mut Vec<Duration>>,
+) -> Result<(), String> {
+    for i in range {
+        let text = text_of(i);
+        let t = Instant::now();
+        let result = call(json!({ "text": text })).map_err(|e| e.to_string())?;
+        if let Some(latencies) = latencies.as_deref_mut() {
+            latencies.push(t.elapsed());
+        }
+        check(&result, &text)?;
+    }
+    Ok(())
+}
+
 /// `Client` ping-pong: `calls` sequential `call_tool("echo")` after `warmup` untimed ones.
 pub(crate) fn ping_pong(server: &Server, warmup: u64, calls: u64) -> Result<Figures, String> {
     let mut client = server
@@ -131,25 +150,15 @@ pub(crate) fn ping_pong(server: &Server, warmup: u64, calls: u64) -> Result<Figu
         .spawn()
         .map_err(|e| format!("spawn: {e}"))?;
     let pid = server_pid(client.pid())?;
-    for i in 0..warmup {
-        let text = text_of(i);
-        let result = client
-            .call_tool("echo", json!({ "text": text }))
-            .map_err(|e| e.to_string())?;
-        check(&result, &text)?;
-    }
+    echo_calls(0..warmup, |args| client.call_tool("echo", args), None)?;
     let mut latencies = Vec::with_capacity(calls as usize);
     let (cpu0, server0) = (cpu_of("self"), cpu_of(&pid));
     let started = Instant::now();
-    for i in 0..calls {
-        let text = text_of(i);
-        let t = Instant::now();
-        let result = client
-            .call_tool("echo", json!({ "text": text }))
-            .map_err(|e| e.to_string())?;
-        latencies.push(t.elapsed());
-        check(&result, &text)?;
-    }
+    echo_calls(
+        0..calls,
+        |args| client.call_tool("echo", args),
+        Some(&mut latencies),
+    )?;
     let wall = started.elapsed();
     let (cpu1, server1) = (cpu_of("self"), cpu_of(&pid));
     client.close();
@@ -174,13 +183,7 @@ pub(crate) fn shared(
         .spawn_shared()
         .map_err(|e| format!("spawn_shared: {e}"))?;
     let pid = server_pid(client.pid())?;
-    for i in 0..warmup {
-        let text = text_of(i);
-        let result = client
-            .call_tool("echo", json!({ "text": text }))
-            .map_err(|e| e.to_string())?;
-        check(&result, &text)?;
-    }
+    echo_calls(0..warmup, |args| client.call_tool("echo", args), None)?;
     let per_thread = calls / threads as u64;
     // Every thread is alive while the CPU time is read, before and after the timed calls.
     let ready = Arc::new(Barrier::new(threads + 1));
@@ -198,24 +201,12 @@ pub(crate) fn shared(
             move || -> Result<Vec<Duration>, String> {
                 ready.wait();
                 let mut latencies = Vec::with_capacity(per_thread as usize);
-                let mut outcome = Ok(());
-                for i in 0..per_thread {
-                    let text = text_of(t as u64 * per_thread + i);
-                    let at = Instant::now();
-                    match client.call_tool("echo", json!({ "text": text })) {
-                        Ok(result) => {
-                            latencies.push(at.elapsed());
-                            if let Err(e) = check(&result, &text) {
-                                outcome = Err(e);
-                                break;
-                            }
-                        }
-                        Err(e) => {
-                            outcome = Err(e.to_string());
-                            break;
-                        }
-                    }
-                }
+                let first = t as u64 * per_thread;
+                let outcome = echo_calls(
+                    first..first + per_thread,
+                    |args| client.call_tool("echo", args),
+                    Some(&mut latencies),
+                );
                 done.wait();
                 measured.wait();
                 outcome.map(|()| latencies)

@@ -17,6 +17,8 @@
 //! (raw `echo`), `mcpipe demo` (the MCP demo server, used with `tools/call echo` once it answers
 //! `initialize`), and the two baselines, `examples/line_echo_ceiling` and `examples/naive_loop`.
 
+#[path = "../shared/release_build.rs"]
+mod release_build;
 mod report;
 mod scenarios;
 mod session;
@@ -24,11 +26,9 @@ mod wire;
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::process::{Command, ExitCode, Stdio};
+use std::process::{Command, ExitCode};
 use std::sync::Arc;
 use std::time::Duration;
-
-use serde_json::Value;
 
 use crate::report::{
     median, print_issue_13_targets, print_peers, print_table, print_targets, Better, Table,
@@ -158,35 +158,12 @@ impl Options {
 
 /// Builds the servers with `cargo build --release`; their paths by target name.
 fn build_servers() -> Result<HashMap<String, String>, String> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let mut args = vec![
-        "build",
-        "--release",
-        "--message-format=json-render-diagnostics",
-    ];
+    let mut targets = Vec::new();
     for example in ["echo_server", "line_echo_ceiling", "naive_loop"] {
-        args.extend(["--example", example]);
+        targets.extend(["--example", example]);
     }
-    args.extend(["--bin", "mcpipe"]);
-    eprintln!("pipe: cargo {}", args.join(" "));
-    let output = Command::new(&cargo)
-        .args(&args)
-        .stderr(Stdio::inherit())
-        .output()
-        .map_err(|e| format!("running {cargo}: {e}"))?;
-    if !output.status.success() {
-        return Err(format!("cargo build failed: {}", output.status));
-    }
-    let mut paths = HashMap::new();
-    for line in output.stdout.split(|&b| b == b'\n') {
-        let Ok(v) = serde_json::from_slice::<Value>(line) else {
-            continue;
-        };
-        if let (Some(name), Some(exe)) = (v["target"]["name"].as_str(), v["executable"].as_str()) {
-            paths.insert(name.to_owned(), exe.to_owned());
-        }
-    }
-    Ok(paths)
+    targets.extend(["--bin", "mcpipe"]);
+    release_build::release_build("pipe", &targets)
 }
 
 /// The output of a command, trimmed, or `?`.
