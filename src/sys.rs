@@ -183,6 +183,12 @@ pub(crate) fn pipe_reader_gone(fd: BorrowedFd<'_>) -> bool {
 /// `poll(2)` of `fd` for `POLLOUT` with a zero timeout: the events it reports, `None` when
 /// none.
 fn poll_out_now(fd: BorrowedFd<'_>) -> io::Result<Option<libc::c_short>> {
+    poll_out(fd, 0)
+}
+
+/// `poll(2)` of `fd` for `POLLOUT`, waiting up to `timeout_ms` (-1: as long as it takes; EINTR
+/// retried): the events it reports, `None` when none came in time.
+fn poll_out(fd: BorrowedFd<'_>, timeout_ms: libc::c_int) -> io::Result<Option<libc::c_short>> {
     let mut pfd = libc::pollfd {
         fd: fd.as_raw_fd(),
         events: libc::POLLOUT,
@@ -190,7 +196,7 @@ fn poll_out_now(fd: BorrowedFd<'_>) -> io::Result<Option<libc::c_short>> {
     };
     let ready = retry(|| {
         // SAFETY: `pfd` is one valid, writable `pollfd` for the call; the count passed is 1.
-        cvt(unsafe { libc::poll(&mut pfd, 1, 0) })
+        cvt(unsafe { libc::poll(&mut pfd, 1, timeout_ms) })
     })?;
     Ok((ready > 0).then_some(pfd.revents))
 }

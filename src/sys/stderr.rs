@@ -3,24 +3,14 @@
 //! block has its `// SAFETY:`.
 
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd};
-
-use super::{cvt, retry};
+use std::os::fd::BorrowedFd;
 
 /// Waits until a write to `fd` would not block (`poll(2)` for `POLLOUT` with no timeout,
 /// EINTR retried). An fd in error or hung up counts as ready: the write then says what is
 /// wrong. Only for a thread nothing waits for: it may wait forever.
 pub(crate) fn wait_writable(fd: BorrowedFd<'_>) -> io::Result<()> {
-    let mut pfd = libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events: libc::POLLOUT,
-        revents: 0,
-    };
-    retry(|| {
-        // SAFETY: `pfd` is one valid, writable `pollfd` for the call; the count passed is 1.
-        cvt(unsafe { libc::poll(&mut pfd, 1, -1) })
-    })?;
-    if pfd.revents & libc::POLLNVAL != 0 {
+    let revents = super::poll_out(fd, -1)?.unwrap_or(0);
+    if revents & libc::POLLNVAL != 0 {
         // Not an open fd: the write would fail the same way.
         return Err(io::Error::from_raw_os_error(libc::EBADF));
     }

@@ -64,7 +64,7 @@ impl Relay {
             if let Some(n) = signals.as_deref_mut().and_then(LateSignals::take) {
                 if signal.is_none() {
                     signal = Some(n);
-                    self.shared.ask_to_stop_now();
+                    self.shared.ask_to_stop(true);
                 }
             }
             // Nobody hears the server any more, but it must not block on a full stdout while

@@ -262,18 +262,25 @@ impl Shared {
         *lock(&self.last_exit)
     }
 
-    /// Asks for the end: the server's stdin is closed now; SIGTERM and SIGKILL follow.
+    /// Asks for the end: the server's stdin is closed now; SIGTERM and SIGKILL follow. Asked
+    /// again, the sooner of the two ends stands.
     pub(super) fn ask_to_stop(&self, quick: bool) {
         let (term_after, kill_after) = if quick {
             (Duration::ZERO, QUICK_KILL)
         } else {
             (self.config.grace, self.config.grace + KILL_AFTER_TERM)
         };
-        lock(&self.stop).get_or_insert(Stop {
-            asked: Instant::now(),
-            term_after,
-            kill_after,
-        });
+        let now = Instant::now();
+        let mut stop = lock(&self.stop);
+        // Asked again (a signal in the end-of-input grace), the end that comes sooner stands.
+        if stop.is_none_or(|s| s.asked + s.kill_after > now + kill_after) {
+            *stop = Some(Stop {
+                asked: now,
+                term_after,
+                kill_after,
+            });
+        }
+        drop(stop);
         self.stop_asked.notify_all();
         let mut queue = lock(&self.queue);
         queue.closed = true;
@@ -281,23 +288,6 @@ impl Shared {
         queue.lose_direct();
         drop(queue);
         self.queue_changed.notify_all();
-    }
-
-    /// Turns an end already asked for into the quick one (SIGTERM now, SIGKILL 200 ms later)
-    /// when that comes sooner: a signal to the wrapper in the end-of-input grace.
-    pub(super) fn ask_to_stop_now(&self) {
-        let now = Instant::now();
-        let quick = Stop {
-            asked: now,
-            term_after: Duration::ZERO,
-            kill_after: QUICK_KILL,
-        };
-        let mut stop = lock(&self.stop);
-        if stop.is_none_or(|s| s.asked + s.kill_after > now + QUICK_KILL) {
-            *stop = Some(quick);
-        }
-        drop(stop);
-        self.stop_asked.notify_all();
     }
 
     pub(super) fn stopping(&self) -> Option<Stop> {
