@@ -94,19 +94,28 @@ fn read_line(line: &[u8], parse: Parse) -> io::Result<()> {
     Ok(())
 }
 
+/// Appends the start of the reply to `line` to `out` (`{"jsonrpc":"2.0","id":ID`), its id copied
+/// as it came; false for a notification, which gets none.
+#[inline(always)]
+fn open_reply(line: &[u8], out: &mut Vec<u8>) -> bool {
+    let Some(at) = memchr::memmem::find(line, b"\"id\":") else {
+        return false;
+    };
+    let id_start = at + 5;
+    let id_len = memchr::memchr2(b',', b'}', &line[id_start..]).unwrap_or(0);
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    out.extend_from_slice(&line[id_start..id_start + id_len]);
+    true
+}
+
 /// Appends the reply to one line (if it needs one) to `out`.
 fn answer(line: &[u8], shape: Shape, out: &mut Vec<u8>) {
     if shape == Shape::Client {
         return answer_client(line, out);
     }
-    let Some(at) = memchr::memmem::find(line, b"\"id\":") else {
+    if !open_reply(line, out) {
         return; // A notification: no reply.
-    };
-    let id_start = at + 5;
-    let id_len = memchr::memchr2(b',', b'}', &line[id_start..]).unwrap_or(0);
-    let id = &line[id_start..id_start + id_len];
-    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
-    out.extend_from_slice(id);
+    }
     out.extend_from_slice(b",\"result\":");
     // The params run to the envelope's closing brace, the line's last byte.
     let params = memchr::memmem::find(line, b"\"params\":")
@@ -139,14 +148,9 @@ fn string_value<'a>(line: &'a [u8], key: &[u8]) -> Option<&'a [u8]> {
 
 /// `--client`: appends the reply to one line of a client's to `out`.
 fn answer_client(line: &[u8], out: &mut Vec<u8>) {
-    let Some(at) = memchr::memmem::find(line, b"\"id\":") else {
+    if !open_reply(line, out) {
         return; // A notification: no reply.
-    };
-    let id_start = at + 5;
-    let id_len = memchr::memchr2(b',', b'}', &line[id_start..]).unwrap_or(0);
-    let id = &line[id_start..id_start + id_len];
-    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
-    out.extend_from_slice(id);
+    }
     let method = string_value(line, b"\"method\":").unwrap_or(b"");
     match method {
         b"tools/call" => {
