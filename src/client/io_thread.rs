@@ -165,18 +165,7 @@ impl Client {
                 let _ = reply.send(self.fulfil(&input));
             }
             Command::Restart { reply } => {
-                // The calls in flight end first, as at a close: the server may stop their
-                // work at once (and exit sooner).
-                if self.dead.is_none() {
-                    let ids: Vec<_> = self.detached.keys().cloned().collect();
-                    for id in ids {
-                        self.session
-                            .cancel(&id, "the client is restarting the server");
-                    }
-                    self.flush_outbox();
-                }
-                self.closed = true;
-                self.fail_detached();
+                self.end_calls_in_flight("the client is restarting the server");
                 let restarted = self.restart();
                 *link.view() = self.view();
                 let _ = reply.send(restarted);
@@ -189,19 +178,24 @@ impl Client {
         ControlFlow::Continue(())
     }
 
-    /// Fails every waiting call with [`Error::Closed`] first, then shuts the server down.
-    fn stop_serving(&mut self, close: Option<(Option<Duration>, Sender<Shutdown>)>, link: &Link) {
+    /// Before the server goes (a close, a restart): cancels every call in flight on the wire,
+    /// giving `reason` (the server may stop the work at once rather than finish it for nobody,
+    /// and exit sooner), and fails each with [`Error::Closed`].
+    fn end_calls_in_flight(&mut self, reason: &str) {
         if self.dead.is_none() {
-            // The server may stop the work at once rather than finish it for nobody (and exit
-            // sooner once its stdin closes).
             let ids: Vec<_> = self.detached.keys().cloned().collect();
             for id in ids {
-                self.session.cancel(&id, "the client is closing");
+                self.session.cancel(&id, reason);
             }
             self.flush_outbox();
         }
         self.closed = true;
         self.fail_detached();
+    }
+
+    /// Fails every waiting call with [`Error::Closed`] first, then shuts the server down.
+    fn stop_serving(&mut self, close: Option<(Option<Duration>, Sender<Shutdown>)>, link: &Link) {
+        self.end_calls_in_flight("the client is closing");
         let shutdown = match close.as_ref().and_then(|(terminate, _)| *terminate) {
             Some(grace) => self.terminate(grace),
             None => self.close(),
