@@ -592,9 +592,6 @@ pub(super) fn progress_token(params: &Map<String, Value>) -> Option<Value> {
         .cloned()
 }
 
-/// The answer of a tool call, from what its function returned: under 2026-07-28 an
-/// `input_required` round or `-32021` may override it; an `Err` becomes an `isError` result
-/// (or a JSON-RPC error, for [`ToolError::protocol`]); a panic becomes an `isError` result.
 /// The answer to work that cannot run: the pool has no thread and none can start.
 pub(super) fn no_worker(e: &std::io::Error) -> ErrorObject {
     diagnostics::line(&format!("mcpipe: no worker thread could be started: {e}"));
@@ -603,6 +600,9 @@ pub(super) fn no_worker(e: &std::io::Error) -> ErrorObject {
     ))
 }
 
+/// The answer of a tool call, from what its function returned: under 2026-07-28 an
+/// `input_required` round or `-32021` may override it; an `Err` becomes an `isError` result
+/// (or a JSON-RPC error, for [`ToolError::protocol`]); a panic becomes an `isError` result.
 pub(super) fn tool_answer(
     name: &str,
     scope: &Scope,
