@@ -158,8 +158,8 @@ impl Group {
         // One last look while the links to the command's descendants still exist.
         self.tree.scan();
         // ESRCH (nobody left) is the good case; nothing else can usefully be done on error.
-        let _ = sys::signal_group(self.pgid, libc::SIGTERM);
-        self.tree.signal_all(libc::SIGTERM);
+        let _ = sys::terminate_group(self.pgid);
+        self.tree.terminate_all();
         let until = Instant::now() + TERM_GRACE;
         while Instant::now() < until && !self.all_gone() {
             std::thread::sleep(Duration::from_millis(2));

@@ -399,8 +399,8 @@ impl<'a> Context<'a> {
     ///
     /// While it runs, the loop keeps reading input (kept in order for later) and watching for
     /// cancellation. On cancellation, a shutdown signal, the peer going away or the `timeout`:
-    /// SIGTERM to the whole group and to the command's other descendants, SIGKILL after a short
-    /// grace (200 ms), then the child is reaped, so the call returns well within a second. When
+    /// SIGTERM to the whole group and to the command's other descendants (then SIGCONT, so a
+    /// stopped one acts on it), SIGKILL after a short grace (200 ms), then the child is reaped, so the call returns well within a second. When
     /// the command exits by itself, the processes it left running get the same treatment (after
     /// 100 ms in which they may finish writing).
     ///

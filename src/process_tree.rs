@@ -154,11 +154,14 @@ impl ProcessTree {
         reap_killed(pending, REAP_WAIT);
     }
 
-    /// Sends `signal` to every tracked descendant that is still the process it was (a SIGTERM
-    /// that lets them end in order before [`ProcessTree::kill_all`]).
-    pub(crate) fn signal_all(&self, signal_number: libc::c_int) {
-        for tracked in &self.known {
-            signal(tracked, signal_number);
+    /// Asks every tracked descendant that is still the process it was to end in order before
+    /// [`ProcessTree::kill_all`]: SIGTERM, then SIGCONT for one that is stopped (see
+    /// `sys::terminate_group`).
+    pub(crate) fn terminate_all(&self) {
+        for signal_number in [libc::SIGTERM, libc::SIGCONT] {
+            for tracked in &self.known {
+                signal(tracked, signal_number);
+            }
         }
     }
 

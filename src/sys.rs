@@ -587,6 +587,16 @@ impl Drop for SigpipeIgnored {
 // group on purpose; a cancelled or finished command leaves nothing behind.
 // ---------------------------------------------------------------------------------------------
 
+/// Asks every process in the group `pgid` to end: SIGTERM, then SIGCONT. A stopped process
+/// (SIGSTOP, a debugger, job control) acts on a SIGTERM only once it runs again; without the
+/// SIGCONT it would sit out the whole grace and get SIGKILL, with no chance to end in order.
+/// A running process ignores SIGCONT unless it asked for it. The SIGTERM's result is returned.
+pub(crate) fn terminate_group(pgid: libc::pid_t) -> io::Result<()> {
+    let asked = signal_group(pgid, libc::SIGTERM);
+    let _ = signal_group(pgid, libc::SIGCONT);
+    asked
+}
+
 /// Sends `signal` to every process in the group `pgid` (`kill(-pgid, signal)`).
 ///
 /// Fails with ESRCH when the group has no process left.

@@ -75,6 +75,30 @@ fn the_default_close_sequence_takes_no_longer_than_its_two_waits() {
     });
 }
 
+/// A stopped server (SIGSTOP, a debugger) sees neither the end of its input nor a SIGTERM
+/// until it runs again: the client follows its SIGTERM with SIGCONT, so the server ends on
+/// the SIGTERM rather than sitting out the grace for SIGKILL.
+#[test]
+fn a_stopped_server_is_continued_so_that_it_ends_on_sigterm() {
+    watchdog(LIMIT, || {
+        let mut client = fixture("good_server.py")
+            .close_timeouts(Duration::from_millis(200), Duration::from_secs(20))
+            .spawn()
+            .unwrap();
+        client.ping().unwrap();
+        let pid = client.pid().unwrap();
+        let stopped = std::process::Command::new("kill")
+            .args(["-STOP", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(stopped.success());
+        let shutdown = client.close();
+        assert_eq!(shutdown.stage, ShutdownStage::Terminated, "{shutdown:?}");
+        assert_eq!(shutdown.status.unwrap().signal(), Some(libc::SIGTERM));
+        assert!(!process_alive(pid));
+    });
+}
+
 #[test]
 fn terminate_skips_the_eof_step() {
     watchdog(LIMIT, || {

@@ -237,6 +237,26 @@ fn run_stops_a_command_at_its_timeout() {
     assert_eq!(result["structuredContent"]["signal"], 15);
 }
 
+/// A command that is stopped (here it stops itself) acts on SIGTERM only once it runs again:
+/// the SIGTERM at its timeout is followed by SIGCONT, so it ends on the SIGTERM (its trap exits
+/// 0) rather than by SIGKILL after the grace.
+#[test]
+fn run_continues_a_stopped_command_so_that_it_ends_on_sigterm() {
+    let mut demo = Proc::demo(&["--allow-run"]);
+    demo.initialize();
+    let script = "trap 'exit 0' TERM; kill -STOP $$; sleep 30";
+    demo.call(
+        1,
+        "run",
+        json!({ "argv": ["sh", "-c", script], "timeout_ms": 300 }),
+    );
+    let result = demo.result(1);
+    let out = &result["structuredContent"];
+    assert_eq!(out["timed_out"], true, "{result}");
+    assert_eq!(out["exit_code"], 0, "{result}");
+    assert!(out["signal"].is_null(), "{result}");
+}
+
 #[test]
 fn run_of_a_missing_program_is_an_error_result() {
     let mut demo = Proc::demo(&["--allow-run"]);

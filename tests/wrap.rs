@@ -201,6 +201,32 @@ fn sigterm_during_the_end_of_input_grace_still_ends_the_server() {
     assert!(took < Duration::from_secs(2), "{took:?}");
 }
 
+/// A stopped server (SIGSTOP, a debugger) acts on SIGTERM only once it runs again: the wrapper
+/// follows its SIGTERM with SIGCONT, so the server ends in order rather than by SIGKILL.
+#[test]
+fn a_stopped_server_is_continued_so_that_it_ends_on_sigterm() {
+    let _w = watchdog("wrap_stopped", Duration::from_secs(60));
+    let log = pid_file("stopped");
+    let mut p = wrapped(&["--grace-ms", "200"], "deaf-logs-term", log.to_str());
+    burst(&mut p);
+    p.result(1);
+    let server = server_pid(&p);
+    let stopped = Command::new("kill")
+        .args(["-STOP", &server.to_string()])
+        .status()
+        .unwrap();
+    assert!(stopped.success());
+    p.close_stdin();
+    assert_eq!(p.wait_exit(), Some(0));
+    assert!(gone_within(server, Duration::from_secs(1)));
+    let logged = std::fs::read_to_string(&log).unwrap_or_default();
+    let _ = std::fs::remove_file(&log);
+    assert_eq!(
+        logged, "SIGTERM\n",
+        "the stopped server never ran its SIGTERM handler (SIGKILL ended it)"
+    );
+}
+
 #[cfg(target_os = "linux")] // elsewhere a descendant out of the group survives (docs/wrap.md)
 #[test]
 fn end_of_input_leaves_no_setsid_grandchild_behind() {

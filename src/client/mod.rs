@@ -544,7 +544,8 @@ impl Client {
     }
 
     /// Ends the server in order: close its stdin, wait (default 2 s); SIGTERM its process
-    /// group, wait (default 2 s); SIGKILL the group; reap. It waits on the process, not on
+    /// group (then SIGCONT, so a stopped server acts on it), wait (default 2 s); SIGKILL the
+    /// group; reap. It waits on the process, not on
     /// its pipes (a grandchild may hold them), drains the pipes meanwhile, and kills whatever
     /// is left in the group afterwards. Takes no longer than the two waits (plus at most
     /// 0.5 s to reap after SIGKILL). Closing twice is harmless: the second call returns the

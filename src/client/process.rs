@@ -621,7 +621,7 @@ impl ServerProcess {
             }
         }
         if stage == ShutdownStage::Terminated {
-            let _ = sys::signal_group(self.pgid, libc::SIGTERM);
+            let _ = sys::terminate_group(self.pgid);
             if !self.wait_exit(deadline::from_now(term_grace), on_stderr) {
                 stage = ShutdownStage::Killed;
                 let _ = sys::signal_group(self.pgid, libc::SIGKILL);

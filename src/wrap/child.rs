@@ -264,7 +264,7 @@ fn run_once(shared: &Arc<Shared>, handle: &LoopHandle) -> std::io::Result<Life> 
             let since = stop.asked.elapsed();
             if since >= stop.term_after && !signalled.0 {
                 signalled.0 = true;
-                let _ = sys::signal_group(pgid, libc::SIGTERM);
+                let _ = sys::terminate_group(pgid);
             }
             if since >= stop.kill_after && !signalled.1 {
                 signalled.1 = true;
