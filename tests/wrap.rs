@@ -100,13 +100,22 @@ fn after_too_many_crashes_it_gives_up_answers_errors_and_exits_3() {
     }
     p.request(4, "ping", json!({}));
     let refused = p.response(4);
-    assert!(
-        refused["error"]["message"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("not running"),
-        "{refused}"
-    );
+    // Field review: every request after the wrapper gave up was told only "not running (it
+    // exited too often, or could not be started)", though the wrapper knew which, how the
+    // server last ended, and what it said last on stderr.
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    for said in [
+        "the wrapped server hazard is not running: it ended 2 times within ",
+        " ms (at most 1 restart is allowed within 60 s)",
+        "; the last time, it exited (exit status: 7)",
+        "; its last line on stderr: crashing on purpose (start 2)",
+    ] {
+        assert!(message.contains(said), "{said:?} not in {refused}");
+    }
+    let data = &refused["error"]["data"];
+    assert_eq!(data["exitCode"], 7, "{refused}");
+    assert_eq!(data["starts"], 2, "{refused}");
+    assert_eq!(data["stderr"], "crashing on purpose (start 2)", "{refused}");
     p.close_stdin();
     assert_eq!(p.wait_exit(), Some(3));
 }
@@ -716,6 +725,15 @@ fn the_server_starts_with_the_wrapper_before_the_client_sends_anything() {
     cmd.args(["wrap", "--", "/nonexistent/mcpipe-no-such-server"]);
     let mut p = Proc::spawn(cmd);
     stderr_shows(&p, "could not be started");
+    // A request is told why, not "it exited too often, or could not be started".
+    p.request(1, "ping", json!({}));
+    let refused = p.response(1);
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("is not running: it could not be started: ")
+            && message.contains("No such file or directory"),
+        "{refused}"
+    );
     p.close_stdin();
     assert_eq!(p.wait_exit(), Some(3));
 }
