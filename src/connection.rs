@@ -117,6 +117,9 @@ pub(crate) struct Connection {
     answer_line: Vec<u8>,
     /// Where the result starts in `answer_line`, while it holds the running request's answer.
     answer_start: Option<usize>,
+    /// The write error other than EPIPE that ended the output (a full disk): the loop ends as
+    /// for a peer gone, and its caller gets this error instead of an outcome.
+    write_error: Option<io::Error>,
     /// The protocol state: everything that is not about fds.
     pub(crate) session: Session,
 }
@@ -185,6 +188,7 @@ impl Connection {
             watched_flags: Vec::new(),
             answer_line: Vec::new(),
             answer_start: None,
+            write_error: None,
             session,
         })
     }
@@ -457,7 +461,8 @@ impl Connection {
 
     /// Writes queued output until it is all written or the fd would block. Marks the peer gone
     /// on EPIPE (or any other write error: the output is unusable either way; that one is said
-    /// on stderr, since no peer went: a full disk, a file size limit, a hung-up terminal).
+    /// on stderr and kept for the loop's caller, since no peer went: a full disk, a file size
+    /// limit, a hung-up terminal).
     pub(crate) fn flush(&mut self) {
         let session = &mut self.session;
         if session.peer_gone {
@@ -483,6 +488,7 @@ impl Connection {
                 diagnostics::line(&format!(
                     "mcpipe: the output cannot be written ({e}); ending as if the peer had gone"
                 ));
+                self.write_error = Some(e);
             }
             session.peer_gone = true;
         }
@@ -519,6 +525,37 @@ impl Connection {
     /// Whether the output queue is at its bound (stop taking input until it drains).
     pub(crate) fn output_full(&self) -> bool {
         self.session.queue.is_full()
+    }
+
+    /// The write error other than EPIPE that ended the output, as the loop's caller gets it.
+    pub(crate) fn take_write_error(&mut self) -> Option<Error> {
+        let e = self.write_error.take()?;
+        Some(Error::io("writing the output", e))
+    }
+
+    /// Writes queued output until it is all written, the peer is gone, a signal arrives (during
+    /// an unbounded drain), or `deadline` passes.
+    pub(crate) fn drain_output(&mut self, deadline: Option<Instant>) {
+        loop {
+            self.flush();
+            if self.output_pending() == 0 || self.session.peer_gone {
+                return;
+            }
+            let timeout = match deadline {
+                Some(d) => {
+                    let left = d.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return;
+                    }
+                    Some(left)
+                }
+                None if self.session.signal.is_some() => return,
+                None => None,
+            };
+            if self.wait(timeout).is_err() {
+                return;
+            }
+        }
     }
 
     /// Sleeps until an fd is ready, a signal arrives, or `timeout` passes, then records what

@@ -14,7 +14,8 @@
 //! "mcpipe-stderr": started when text is left, ended when none is, it waits and writes with
 //! the lock released. So text goes out as soon as stderr takes it, with no further call, and
 //! nothing waits for the thread: one stuck on a stderr nobody reads delays nothing but the
-//! exit, and that by [`EXIT_STALL`] at most. A process at its fd limit (`EMFILE`) writes fd 2
+//! exit, and that by [`EXIT_STALL`] at most (what it could not write is then counted, and said
+//! in one line where stderr takes it). A process at its fd limit (`EMFILE`) writes fd 2
 //! as it is, as a stderr that may block, until an fd of its own can be had.
 
 use std::collections::VecDeque;
@@ -133,7 +134,10 @@ impl Writer {
             if written == 0 {
                 self.with_fd(sys::wait_writable)?;
             }
-            bytes = &bytes[written..];
+            let (done, rest) = bytes.split_at(written);
+            note_written(done);
+            PIECE_LINES_LEFT.fetch_sub(lines_in(done), Ordering::Relaxed);
+            bytes = rest;
         }
         Ok(())
     }
@@ -262,6 +266,7 @@ impl Sink {
                 match writer.write_now(front) {
                     Ok(0) => return,
                     Ok(n) => {
+                        note_written(&front[..n]);
                         self.pending.drain(..n);
                     }
                     // EPIPE, EBADF, EIO: stderr is gone. Logging ends; the server does not.
@@ -287,8 +292,9 @@ impl Sink {
             .stack_size(64 * 1024)
             .spawn(move || write_in_background(&writer));
         self.writing = started.is_ok();
-        if self.writing && !EXIT_HOOKED.swap(true, Ordering::Relaxed) {
-            // Without the hook, text still being written when the process exits is lost.
+        if !EXIT_HOOKED.swap(true, Ordering::Relaxed) {
+            // Without the hook, text still being written when the process exits is lost, and
+            // text no thread could take is lost without a word.
             let _ = sys::at_exit(finish_at_exit);
         }
         self.writing
@@ -310,8 +316,79 @@ impl Sink {
         piece.clear();
         piece.extend(self.pending.drain(..n));
         self.in_flight = n;
+        PIECE_LINES_LEFT.store(lines_in(piece), Ordering::Relaxed);
         true
     }
+
+    /// The lines kept that are not written yet: queued, or in the writer thread's hands (the
+    /// newlines of its piece not yet written).
+    fn lines_unwritten(&self) -> u64 {
+        let queued: u64 = self.pending.iter().filter(|b| **b == b'\n').count() as u64;
+        let in_flight = if self.in_flight > 0 {
+            PIECE_LINES_LEFT.load(Ordering::Relaxed)
+        } else {
+            0
+        };
+        queued + in_flight
+    }
+
+    /// At exit, once the wait for the writer thread is over: what callers could write without
+    /// blocking goes out (when no thread has it); what is left is counted as dropped and said,
+    /// in one line, if stderr takes it now without blocking. Never for a stderr whose write may
+    /// block (the writer thread may be inside a write there, and a second write would wait
+    /// behind it). The sink takes nothing more after that line.
+    fn say_lost_at_exit(&mut self) {
+        let Some(Some(writer)) = self.writer.clone() else {
+            return;
+        };
+        if self.closed {
+            return;
+        }
+        if !self.writing && !writer.may_block() {
+            self.write_now(&writer);
+        }
+        if self.closed {
+            return;
+        }
+        let unwritten = self.lines_unwritten();
+        let untold = self.dropped - self.dropped_told;
+        if unwritten + untold == 0 {
+            return;
+        }
+        let lost = unwritten + untold;
+        self.dropped += unwritten;
+        self.dropped_told = self.dropped;
+        self.close();
+        if !writer.may_block() {
+            let start = if MID_LINE.load(Ordering::Relaxed) {
+                "\n"
+            } else {
+                ""
+            };
+            let notice = format!(
+                "{start}mcpipe: {lost} diagnostic lines were lost at exit (stderr was full or \
+                 not being read)\n"
+            );
+            let _ = writer.write_now(notice.as_bytes());
+        }
+    }
+}
+
+/// Whether the last byte the sink wrote ended a line: a line said after text cut mid-line
+/// starts on a line of its own.
+static MID_LINE: AtomicBool = AtomicBool::new(false);
+/// The newlines of the writer thread's piece not written yet (read at exit, without it).
+static PIECE_LINES_LEFT: AtomicU64 = AtomicU64::new(0);
+
+/// Notes what the sink just wrote (see [`MID_LINE`]).
+fn note_written(bytes: &[u8]) {
+    if let Some(last) = bytes.last() {
+        MID_LINE.store(*last != b'\n', Ordering::Relaxed);
+    }
+}
+
+fn lines_in(bytes: &[u8]) -> u64 {
+    memchr::memchr_iter(b'\n', bytes).count() as u64
 }
 
 /// The writer thread: takes a piece under the lock, writes it with the lock released, until
@@ -356,7 +433,8 @@ fn write_in_background(writer: &Writer) {
 
 /// Runs at `exit(3)`: gives the writer thread time to write what it has while it keeps
 /// writing ([`EXIT_STALL`] without a piece written ends the wait, [`EXIT_MOST`] in all), so a
-/// last line written just before the exit is not lost on a stderr that is read.
+/// last line written just before the exit is not lost on a stderr that is read; then what is
+/// still unwritten is counted and said where stderr takes it ([`Sink::say_lost_at_exit`]).
 extern "C" fn finish_at_exit() {
     let start = Instant::now();
     let mut sink = sink();
@@ -367,7 +445,7 @@ extern "C" fn finish_at_exit() {
         let stall_end = progress_at + EXIT_STALL;
         let end = stall_end.min(start + EXIT_MOST);
         if now >= end {
-            return;
+            break;
         }
         sink = match WRITTEN.wait_timeout(sink, end - now) {
             Ok((guard, _)) => guard,
@@ -378,6 +456,8 @@ extern "C" fn finish_at_exit() {
             progress_at = Instant::now();
         }
     }
+    sink.say_lost_at_exit();
+    publish(&sink);
 }
 
 /// Writes one line to stderr without ever blocking or panicking: what stderr does not take now

@@ -17,6 +17,9 @@ pub enum Outcome {
     /// SIGTERM, SIGINT or SIGHUP arrived (the signal number).
     Signal(i32),
     /// The peer closed our output (EPIPE, or its read end hung up): nobody is listening.
+    /// (Another write error, such as a full disk, ends the loop the same way, and the handler's
+    /// [`on_shutdown`](crate::Handler::on_shutdown) is told `PeerGone`; but
+    /// [`Server::serve`](crate::Server::serve) then returns [`Error::Io`].)
     PeerGone,
     /// The parent process went away (the orphan check is on).
     Orphaned,
@@ -38,7 +41,9 @@ impl fmt::Display for Outcome {
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
-    /// A system call failed while setting up, polling, reading or writing.
+    /// A system call failed while setting up, polling, reading or writing (for the loop,
+    /// `doing` "writing the output": the output refused a write for a reason other than the
+    /// peer going away, such as a full disk).
     Io {
         /// What the crate was doing, as a phrase ("polling for events").
         doing: &'static str,

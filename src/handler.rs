@@ -416,8 +416,9 @@ impl<'a> Context<'a> {
     ///
     /// # Errors
     /// [`Error::Spawn`] when the command cannot be started; [`Error::Cancelled`],
-    /// [`Error::Shutdown`] or [`Error::PeerGone`] when it was stopped for those reasons. A
-    /// timeout is not an error: [`ChildOutput::timed_out`] says so.
+    /// [`Error::Shutdown`] or [`Error::PeerGone`] when it was stopped for those reasons;
+    /// [`Error::Io`] when waiting for it fails (a poll error). A timeout is not an error:
+    /// [`ChildOutput::timed_out`] says so.
     ///
     /// # Example
     /// ```no_run

@@ -462,7 +462,8 @@ impl Responder {
         self.id.clone()
     }
 
-    /// Whether the request was cancelled (by the peer, a shutdown, or the peer going away).
+    /// Whether the request was cancelled (by the peer, a shutdown, the peer going away, or the
+    /// handler that took this responder panicking: see [`CancelToken::reason`]).
     pub fn is_cancelled(&self) -> bool {
         self.cancel.is_cancelled()
     }

@@ -213,7 +213,7 @@ impl Server {
     /// Serves on stdin and stdout until end of input, a signal, or the peer going away.
     ///
     /// # Errors
-    /// [`Error::Io`] when the fds cannot be set up or polling fails.
+    /// As [`Server::serve`].
     pub fn serve_stdio<H: Handler>(&self, handler: &mut H) -> Result<Outcome, Error> {
         if self.guard_stdout {
             let guard = StdioGuard::new().map_err(|e| Error::io("guarding stdout", e))?;
@@ -232,7 +232,11 @@ impl Server {
     /// stays: large messages then cross in fewer reads, writes and wake-ups.
     ///
     /// # Errors
-    /// [`Error::Io`] when the fds cannot be set up or polling fails.
+    /// [`Error::Io`] when the fds cannot be set up or polling fails; and, `doing` "writing the
+    /// output", when a write failed with an error other than EPIPE (`ENOSPC` on a full disk,
+    /// `EFBIG`, `EIO`): the loop then ended as for [`Outcome::PeerGone`], with its whole
+    /// shutdown (the handler's hooks run, work in flight cancelled), but the output did not
+    /// get everything, which a caller must not take for a normal end.
     pub fn serve<H: Handler>(
         &self,
         input: BorrowedFd<'_>,
@@ -247,7 +251,8 @@ impl Server {
             log_bad_input: self.log_bad_input,
         };
         let mut conn = Connection::new(input, output, &config)?;
-        self.run(&mut conn, handler)
+        let outcome = self.run(&mut conn, handler)?;
+        conn.take_write_error().map_or(Ok(outcome), Err)
     }
 
     fn run(&self, conn: &mut Connection, handler: &mut dyn Handler) -> Result<Outcome, Error> {
@@ -633,14 +638,14 @@ impl Server {
             Outcome::Eof => None,
             _ => Some(Instant::now() + SHUTDOWN_FLUSH_GRACE),
         };
-        drain_output(conn, grace);
+        conn.drain_output(grace);
         let result = catch_panic(|| handler.on_shutdown(&outcome, &mut Context::new(conn, None)));
         if let Err(panic) = result {
             conn.session.stats.handler_panics += 1;
             diagnostics::line(&format!("mcpipe: the shutdown hook panicked: {panic}"));
         }
         diagnostics::flush();
-        drain_output(conn, grace.map(|_| Instant::now() + SHUTDOWN_FLUSH_GRACE));
+        conn.drain_output(grace.map(|_| Instant::now() + SHUTDOWN_FLUSH_GRACE));
         outcome
     }
 }
@@ -699,31 +704,6 @@ fn await_owed(
             return;
         }
         if conn.wait(Some(left.min(SHUTDOWN_TICK))).is_err() {
-            return;
-        }
-    }
-}
-
-/// Writes queued output until it is all written, the peer is gone, a signal arrives (during an
-/// unbounded drain), or `deadline` passes.
-fn drain_output(conn: &mut Connection, deadline: Option<Instant>) {
-    loop {
-        conn.flush();
-        if conn.output_pending() == 0 || conn.session.peer_gone {
-            return;
-        }
-        let timeout = match deadline {
-            Some(d) => {
-                let left = d.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    return;
-                }
-                Some(left)
-            }
-            None if conn.session.signal.is_some() => return,
-            None => None,
-        };
-        if conn.wait(timeout).is_err() {
             return;
         }
     }

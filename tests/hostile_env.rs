@@ -223,34 +223,96 @@ fn the_probe_without_threads_blames_the_thread_not_the_server() {
     );
 }
 
+/// `mcpipe ARGS` with stdout on `stdout` and stdin kept open (the output alone must end it),
+/// one ping written; its exit status, its stderr, and the wrapper's server (`wrap` only: its
+/// pid, once it runs).
+fn ended_by_its_output(
+    args: &[&str],
+    stdout: std::process::Stdio,
+) -> (Option<i32>, String, Option<u32>) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mcpipe"))
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(stdout)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let mut server = None;
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    while args[0] == "wrap" && server.is_none() && std::time::Instant::now() < until {
+        // The wrapper starts its server at once (unless it ended at once).
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        server = util::procs::all()
+            .into_iter()
+            .find(|p| p.ppid == pid && p.live())
+            .map(|p| p.pid);
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut stdin = child.stdin.take().unwrap();
+    // It may have ended already (a reader that went away is seen at once).
+    let _ = std::io::Write::write_all(
+        &mut stdin,
+        b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n",
+    );
+    let out = child.wait_with_output().unwrap();
+    drop(stdin);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out.status.code(), stderr, server)
+}
+
 #[test]
 fn an_output_that_refuses_writes_is_said_on_stderr_not_taken_for_a_peer_gone() {
     let _w = watchdog("output_that_refuses_writes", LIMIT);
     // /dev/full: every write fails with ENOSPC, as on a full disk.
-    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
+    if std::fs::metadata("/dev/full").is_err() {
         eprintln!("not run: no /dev/full");
         return;
+    }
+    let full = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap()
     };
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcpipe"));
-    cmd.arg("demo");
-    let mut child = cmd
-        .stdin(std::process::Stdio::piped())
-        .stdout(full)
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Its stdin stays open: the write error alone must end it.
-    let mut stdin = child.stdin.take().unwrap();
-    std::io::Write::write_all(
-        &mut stdin,
-        b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n",
-    )
-    .unwrap();
-    let out = child.wait_with_output().unwrap();
-    drop(stdin);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("the output cannot be written (No space left on device"),
-        "{stderr}"
-    );
+    // A server that ignores the end of its input and SIGTERM: only the wrapper's end stops it.
+    let hazards = util::wrap::fixture("wrap_hazards.py");
+    let wrapped = ["wrap", "--", "python3", &hazards, "stubborn"];
+    for args in [&["demo"][..], &wrapped[..]] {
+        let (code, stderr, server) = ended_by_its_output(args, full().into());
+        assert!(
+            stderr.contains("the output cannot be written (No space left on device"),
+            "{args:?}: {stderr}"
+        );
+        // Field review: it exited 0, as for a peer gone, so `mcpipe demo > file` on a full
+        // disk reported success.
+        assert_eq!(code, Some(1), "{args:?} on a full output; stderr: {stderr}");
+        assert!(
+            stderr.contains("i/o error while writing the output: No space left on device"),
+            "{args:?}: {stderr}"
+        );
+        if args[0] == "wrap" {
+            let server = server.expect("the wrapper's server was seen");
+            if !util::wrap::gone_within(server, Duration::from_secs(5)) {
+                let _ = Command::new("kill")
+                    .args(["-KILL", &server.to_string()])
+                    .status();
+                panic!("the wrapped server {server} outlived the wrapper");
+            }
+        }
+    }
+    // A reader that went away (EPIPE) is a normal end.
+    for args in [&["demo"][..], &wrapped[..]] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let (code, stderr, _) = ended_by_its_output(args, writer.into());
+        assert_eq!(
+            code,
+            Some(0),
+            "{args:?} with its reader gone; stderr: {stderr}"
+        );
+        assert!(!stderr.contains("cannot be written"), "{args:?}: {stderr}");
+    }
 }

@@ -365,6 +365,80 @@ fn each_junit_report_replaces_the_file_in_one_step() {
     });
 }
 
+/// Field review: each report goes to `FILE.PID.tmp` and is renamed over FILE; a write or a
+/// rename that fails must not leave that temporary file behind. FILE a directory makes the
+/// rename fail: before the run (the first report, a usage error) and at its end (FILE turned
+/// into a directory while the probe ran). Either way the probe exits 2 and the directory holds
+/// only FILE.
+#[test]
+fn a_junit_report_that_cannot_be_renamed_into_place_leaves_no_temporary_file() {
+    watchdog(Duration::from_secs(60), || {
+        let dir =
+            std::env::temp_dir().join(format!("mcpipe-probe-ci-rename-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        let junit = dir.join("report.xml");
+        let names = || -> Vec<String> {
+            let mut names: Vec<String> = std::fs::read_dir(&dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            names.sort();
+            names
+        };
+
+        std::fs::create_dir(&junit).unwrap();
+        let fixture = fixture_path("never_answers.py");
+        let (output, _) = probe(&[
+            "--junit",
+            junit.to_str().unwrap(),
+            "--",
+            "python3",
+            fixture.to_str().unwrap(),
+        ]);
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        let before = names();
+
+        std::fs::remove_dir(&junit).unwrap();
+        // The handshake check waits 1 s for a server that never answers.
+        let child = Command::new(mcpipe_bin())
+            .args([
+                "probe",
+                "--time-scale",
+                "0.2",
+                "--only",
+                "handshake",
+                "--junit",
+            ])
+            .arg(&junit)
+            .args(["--", "python3"])
+            .arg(&fixture)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        while !std::fs::read_to_string(&junit).is_ok_and(|t| t.contains("did not finish")) {
+            assert!(started.elapsed() < Duration::from_secs(10), "no report");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        std::fs::remove_file(&junit).unwrap();
+        std::fs::create_dir(&junit).unwrap();
+        let ended = child.wait_with_output().unwrap();
+        let at_end = names();
+        let _ = std::fs::remove_dir_all(&dir);
+
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains("cannot write"), "{stderr}");
+        assert_eq!(before, ["report.xml"], "left by the first report");
+        let stderr = String::from_utf8_lossy(&ended.stderr);
+        assert_eq!(ended.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains("cannot write"), "{stderr}");
+        assert_eq!(at_end, ["report.xml"], "left by the last report");
+    });
+}
+
 /// Review: the `probing:` line printed the user's command raw, so an escape sequence in it
 /// drove the terminal. A control character is printed escaped, in quotes a shell reads back.
 #[test]

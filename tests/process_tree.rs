@@ -13,11 +13,10 @@ use util::client::{fixture, fixture_path, mcpipe_bin, process_alive, wait_dead, 
 
 const LIMIT: Duration = Duration::from_secs(60);
 
-/// A fresh file for the fixture to append its grandchildren's pids to.
-fn pid_file(name: &str) -> PathBuf {
-    let path = std::env::temp_dir().join(format!("mcpipe-setsid-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_file(&path);
-    path
+/// A fresh file for the fixture to append its grandchildren's pids to, removed when dropped
+/// (a failed test's too).
+fn pid_file(name: &str) -> util::Scratch {
+    util::Scratch::new(&format!("mcpipe-setsid-{name}"))
 }
 
 /// The pids the fixture wrote.
@@ -76,7 +75,6 @@ fn close_ends_a_grandchild_in_its_own_session() {
         let path = pid_file("close");
         let (mut client, grandchild) = start(&path);
         client.close();
-        let _ = std::fs::remove_file(&path);
         assert_eq!(survivors(&[grandchild]), 0, "{grandchild} survived close");
     });
 }
@@ -87,7 +85,6 @@ fn drop_ends_a_grandchild_in_its_own_session() {
         let path = pid_file("drop");
         let (client, grandchild) = start(&path);
         drop(client);
-        let _ = std::fs::remove_file(&path);
         assert_eq!(survivors(&[grandchild]), 0, "{grandchild} survived drop");
     });
 }
@@ -108,7 +105,6 @@ fn close_ends_the_orphan_of_a_server_that_already_exited() {
             "nothing should have killed it yet"
         );
         client.close();
-        let _ = std::fs::remove_file(&path);
         assert_eq!(survivors(&[grandchild]), 0, "{grandchild} survived close");
     });
 }
@@ -129,7 +125,6 @@ fn the_probe_leaves_no_process_behind() {
             .unwrap();
         let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
         let started = pids(&path);
-        let _ = std::fs::remove_file(&path);
         // One server (and grandchild) per check at least: the count is meaningful.
         assert!(
             started.len() >= 15,
@@ -188,7 +183,6 @@ fn the_probe_ends_and_reports_daemonised_grandchildren() {
         for pid in &left {
             let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
         }
-        let _ = std::fs::remove_file(&path);
         let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
         // One server (and daemon) per check.
         assert_eq!(started.len(), 3, "{report:#}");

@@ -564,6 +564,84 @@ fn a_peer_that_stops_reading_mid_stream_ends_the_loop_without_spinning() {
     assert_eq!(outcome, Outcome::PeerGone);
 }
 
+/// Field review: an output that refuses writes for another reason than the peer going away
+/// (`ENOSPC` on a full disk, here `/dev/full`) ended the loop with `Ok(Outcome::PeerGone)`, so
+/// a caller took a server whose answers were lost for one that ended normally. The loop still
+/// ends as for a peer gone, its whole shutdown included (the handler told, a thread holding a
+/// responder cancelled), and then returns the write error.
+#[test]
+fn an_output_that_refuses_writes_is_returned_as_an_error_after_the_whole_shutdown() {
+    use mcpipe::{Context, Error, ErrorObject, Handler, Request};
+    use std::os::fd::AsFd;
+    use std::sync::mpsc;
+
+    /// Holds request `hold`'s responder on a thread until it is cancelled (the reason goes to
+    /// `reasons`); answers anything else at once.
+    struct Holder {
+        reasons: mpsc::Sender<String>,
+        threads: Vec<std::thread::JoinHandle<()>>,
+        shutdowns: Vec<Outcome>,
+    }
+    impl Handler for Holder {
+        fn handle_request(
+            &mut self,
+            req: Request,
+            cx: &mut Context<'_>,
+        ) -> Result<Value, ErrorObject> {
+            if req.method != "hold" {
+                return Ok(json!({}));
+            }
+            let responder = cx.responder().expect("a request has a responder");
+            let reasons = self.reasons.clone();
+            self.threads.push(std::thread::spawn(move || {
+                let cancel = responder.cancel_token();
+                let why = cancel.sleep_until(Instant::now() + BOUND);
+                let _ = reasons.send(format!("{why:?}"));
+            }));
+            Ok(Value::Null)
+        }
+        fn on_shutdown(&mut self, outcome: &Outcome, _cx: &mut Context<'_>) {
+            self.shutdowns.push(outcome.clone());
+        }
+    }
+
+    let _w = watchdog("an_output_that_refuses_writes", LIMIT);
+    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
+        eprintln!("not run: no /dev/full");
+        return;
+    };
+    let (in_r, mut in_w) = std::io::pipe().unwrap();
+    // The input stays open: the write error alone must end the loop.
+    in_w.write_all(&request(1, "hold", json!({}))).unwrap();
+    in_w.write_all(&request(2, "echo", json!({}))).unwrap();
+    let (reasons, reasons_rx) = mpsc::channel();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut handler = Holder {
+            reasons,
+            threads: Vec::new(),
+            shutdowns: Vec::new(),
+        };
+        let served = test_server().serve(in_r.as_fd(), full.as_fd(), &mut handler);
+        for thread in handler.threads.drain(..) {
+            thread.join().unwrap();
+        }
+        let _ = tx.send((served, handler.shutdowns));
+    });
+    let (served, shutdowns) = rx.recv_timeout(BOUND).expect("the loop did not end");
+    match served {
+        Err(Error::Io { doing, source }) => {
+            assert_eq!(doing, "writing the output");
+            assert_eq!(source.kind(), std::io::ErrorKind::StorageFull, "{source}");
+        }
+        other => panic!("a full output ended the loop with {other:?}, not the write error"),
+    }
+    assert_eq!(shutdowns, [Outcome::PeerGone], "the handler is told");
+    let reason = reasons_rx.recv_timeout(BOUND).expect("the holder was told");
+    assert!(reason.contains("PeerGone"), "{reason}");
+    drop(in_w);
+}
+
 #[test]
 fn fd_flags_are_the_same_after_the_loop_as_before() {
     let _w = watchdog("fd_flags_are_the_same_after_the_loop", LIMIT);

@@ -497,3 +497,54 @@ fn the_last_line_before_exit_reaches_a_slowly_read_stderr() {
         text.len()
     );
 }
+
+/// Field review: text still waiting for a stderr nobody reads when the process ends (here on
+/// SIGTERM, through the loop's shutdown and the exit) was lost without a word: not counted,
+/// not said. The exit gives the writer thread its bounded wait as before, then says in one
+/// line how many lines were lost, where stderr takes that line without blocking: here a
+/// one-page pipe with 300 bytes of room, too little for any of the 1,000-byte lines.
+#[test]
+#[cfg(target_os = "linux")]
+fn text_lost_at_a_signal_exit_is_counted_and_said_where_stderr_takes_it() {
+    let _w = watchdog("stderr_lost_at_exit", Duration::from_secs(60));
+    let (reader, writer) = std::io::pipe().unwrap();
+    // One page (F_SETPIPE_SZ is 1031), 300 bytes of it left.
+    let fill = "import fcntl, os\n\
+                fcntl.fcntl(1, 1031, 4096)\n\
+                os.write(1, b'f' * 3795 + b'\\n')\n";
+    let status = Command::new("python3")
+        .args(["-c", fill])
+        .stdout(writer.try_clone().unwrap())
+        .status()
+        .expect("python3 runs");
+    assert!(status.success(), "filling the pipe failed");
+    let mut server = Demo::spawn(Command::new(util::example_binary("echo_server")), writer);
+    for id in 0..50 {
+        server.request(id, "log", json!({ "bytes": 1000 }));
+    }
+    for _ in 0..50 {
+        assert_eq!(server.next()["result"], json!({ "logged": 1000 }));
+    }
+    let started = Instant::now();
+    server.sigterm();
+    assert_eq!(server.wait_exit(Duration::from_secs(5)), Some(0));
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(2), "the exit took {took:?}");
+    let mut text = String::new();
+    let mut reader = reader;
+    std::io::Read::read_to_string(&mut reader, &mut text).unwrap();
+    let said = text
+        .strip_prefix(&format!("{}\n", "f".repeat(3795)))
+        .unwrap_or(&text);
+    let lost: u64 = said
+        .strip_prefix("mcpipe: ")
+        .and_then(|rest| {
+            rest.strip_suffix(
+                " diagnostic lines were lost at exit (stderr was full or not being read)\n",
+            )
+        })
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("the lost lines were not said: {said:?}"));
+    // The 50 lines and the line the example ends with, at least.
+    assert!(lost > 50, "{said:?}");
+}

@@ -85,7 +85,6 @@ fn a_crash_answers_requests_in_flight_and_the_restarted_server_serves_the_next()
     assert!(started
         .iter()
         .all(|pid| gone_within(*pid, Duration::from_secs(2))));
-    let _ = std::fs::remove_file(&pids);
 }
 
 #[test]
@@ -101,16 +100,24 @@ fn after_too_many_crashes_it_gives_up_answers_errors_and_exits_3() {
     }
     p.request(4, "ping", json!({}));
     let refused = p.response(4);
-    assert!(
-        refused["error"]["message"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("not running"),
-        "{refused}"
-    );
+    // Field review: every request after the wrapper gave up was told only "not running (it
+    // exited too often, or could not be started)", though the wrapper knew which, how the
+    // server last ended, and what it said last on stderr.
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    for said in [
+        "the wrapped server hazard is not running: it ended 2 times within ",
+        " ms (at most 1 restart is allowed within 60 s)",
+        "; the last time, it exited (exit status: 7)",
+        "; its last line on stderr: crashing on purpose (start 2)",
+    ] {
+        assert!(message.contains(said), "{said:?} not in {refused}");
+    }
+    let data = &refused["error"]["data"];
+    assert_eq!(data["exitCode"], 7, "{refused}");
+    assert_eq!(data["starts"], 2, "{refused}");
+    assert_eq!(data["stderr"], "crashing on purpose (start 2)", "{refused}");
     p.close_stdin();
     assert_eq!(p.wait_exit(), Some(3));
-    let _ = std::fs::remove_file(&pids);
 }
 
 #[test]
@@ -165,7 +172,6 @@ fn sigterm_to_the_wrapper_ends_it_and_the_whole_tree_within_a_second() {
             .args(["-KILL", &grandchild.to_string()])
             .status();
     }
-    let _ = std::fs::remove_file(&pids);
 }
 
 /// Field test: the Python SDK closes the wrapper's stdin, waits 2 s, then SIGTERMs it; mcp-cron
@@ -242,7 +248,6 @@ fn end_of_input_leaves_no_setsid_grandchild_behind() {
         gone_within(grandchild, Duration::from_secs(1)),
         "the setsid grandchild survived"
     );
-    let _ = std::fs::remove_file(&pids);
 }
 
 #[test]
@@ -296,7 +301,6 @@ fn after_a_restart_the_client_is_told_when_a_list_changed() {
             .any(|m| m["method"] == "notifications/tools/list_changed"),
         "no list_changed before the answer: {before:?}"
     );
-    let _ = std::fs::remove_file(&pids);
 }
 
 #[test]
@@ -311,7 +315,6 @@ fn after_a_restart_with_the_same_lists_the_client_is_told_nothing() {
     p.request(3, "tools/list", json!({}));
     let (before, _) = p.until_response(3);
     assert!(before.is_empty(), "unexpected messages: {before:?}");
-    let _ = std::fs::remove_file(&pids);
 }
 
 /// `n` requests in one write, ids from `first`.
@@ -648,7 +651,6 @@ fn a_server_that_closes_a_pipe_is_ended_and_restarted(pipe: &str) {
         .iter()
         .all(|pid| gone_within(*pid, Duration::from_secs(2))));
     eprintln!("answered with an error after {took:?}");
-    let _ = std::fs::remove_file(&pids);
 }
 
 #[test]
@@ -697,7 +699,6 @@ fn a_server_path_that_is_not_utf8_is_run_as_given_and_an_option_that_is_not_is_a
     let _w = watchdog("wrap_not_utf8", Duration::from_secs(60));
     // A file name is bytes: `srv-\xff.py`, a link to a fixture server.
     let dir = pid_file("not-utf8");
-    let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir(&dir).unwrap();
     let script = dir.join(OsStr::from_bytes(b"srv-\xff.py"));
     std::os::unix::fs::symlink(fixture("good_server.py"), &script).unwrap();
@@ -708,7 +709,7 @@ fn a_server_path_that_is_not_utf8_is_run_as_given_and_an_option_that_is_not_is_a
     assert!(p.result(0)["serverInfo"].is_object());
     p.close_stdin();
     assert_eq!(p.wait_exit(), Some(0));
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(dir);
 
     let out = Command::new(env!("CARGO_BIN_EXE_mcpipe"))
         .arg("wrap")
@@ -750,6 +751,71 @@ fn the_server_starts_with_the_wrapper_before_the_client_sends_anything() {
     cmd.args(["wrap", "--", "/nonexistent/mcpipe-no-such-server"]);
     let mut p = Proc::spawn(cmd);
     stderr_shows(&p, "could not be started");
+    // A request is told why, not "it exited too often, or could not be started".
+    p.request(1, "ping", json!({}));
+    let refused = p.response(1);
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("is not running: it could not be started: ")
+            && message.contains("No such file or directory"),
+        "{refused}"
+    );
     p.close_stdin();
     assert_eq!(p.wait_exit(), Some(3));
+}
+
+/// Review: a test that failed left its pid file in the temp dir (removed only on the success
+/// path). The scratch file goes as the failure unwinds, and the failure is the test's own.
+#[test]
+fn a_failed_test_leaves_no_pid_file_and_its_failure_stands() {
+    let mut written = None;
+    let failed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let pids = pid_file("failing");
+        std::fs::write(&pids, "4242\n").unwrap();
+        written = Some(pids.to_path_buf());
+        panic!("the test's own failure");
+    }));
+    let payload = failed.expect_err("the test fails");
+    assert_eq!(
+        payload.downcast_ref::<&str>(),
+        Some(&"the test's own failure")
+    );
+    let written = written.unwrap();
+    assert!(!written.exists(), "{} was left behind", written.display());
+}
+
+/// Set in the environment of this binary's re-run as a test that its watchdog ends.
+const HUNG: &str = "MCPIPE_TEST_WRAP_HUNG";
+
+/// The same at a watchdog's exit, which unwinds nothing: a re-run of this test hangs with a
+/// scratch directory, its watchdog ends it, and the directory is gone.
+#[test]
+fn a_test_ended_by_its_watchdog_leaves_no_pid_file() {
+    let name = "a_test_ended_by_its_watchdog_leaves_no_pid_file";
+    if std::env::var_os(HUNG).is_some() {
+        let _w = watchdog("hung_on_purpose", Duration::from_millis(200));
+        let dir = pid_file("hung");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("pids"), "4242\n").unwrap();
+        writeln!(std::io::stdout(), "SCRATCH {}", dir.display()).unwrap();
+        std::thread::sleep(Duration::from_secs(30));
+        return;
+    }
+    let _w = watchdog("wrap_scratch_at_watchdog_exit", Duration::from_secs(60));
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([name, "--exact", "--nocapture", "--test-threads", "1"])
+        .env(HUNG, "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let dir = stdout
+        .lines()
+        .find_map(|l| l.split_once("SCRATCH ").map(|(_, path)| path))
+        .unwrap_or_else(|| panic!("the re-run made no scratch directory: {out:?}"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(101), "{stderr}");
+    assert!(stderr.contains("WATCHDOG"), "{stderr}");
+    let left = std::path::Path::new(dir).exists();
+    let _ = std::fs::remove_dir_all(dir);
+    assert!(!left, "{dir} was left behind");
 }

@@ -65,7 +65,6 @@ fn a_request_not_yet_written_to_a_crashed_server_is_answered_by_the_next_one_onl
     assert!(!stderr.contains("no request in flight"), "{stderr}");
     p.close_stdin();
     assert_eq!(p.wait_exit(), Some(0));
-    let _ = std::fs::remove_file(&log);
 }
 
 /// A restarted server (its second start) reads on but never answers `initialize`: the wrapper
@@ -100,7 +99,6 @@ fn a_silent_replay_ends_the_server_once(flags: &[&str], test: &str, waited: &str
     );
     p.close_stdin();
     assert_eq!(p.wait_exit(), Some(0));
-    let _ = std::fs::remove_file(&pids);
     took
 }
 
@@ -162,7 +160,6 @@ fn a_restarted_server_gets_notifications_initialized_once() {
     assert_eq!(methods.last(), Some(&json!("tools/list")), "{methods:?}");
     p.close_stdin();
     assert_eq!(p.wait_exit(), Some(0));
-    let _ = std::fs::remove_file(&log);
 }
 
 #[test]
@@ -199,5 +196,4 @@ fn a_server_that_ran_for_a_whole_restart_window_is_restarted_after_the_first_pau
     );
     p.close_stdin();
     assert_eq!(p.wait_exit(), Some(0));
-    let _ = std::fs::remove_file(&pids);
 }

@@ -170,7 +170,9 @@ impl<'a> McpContext<'a> {
     /// [`Context::checkpoint`].
     ///
     /// # Errors
-    /// [`Error::Cancelled`], [`Error::Shutdown`] or [`Error::PeerGone`].
+    /// [`Error::Cancelled`], [`Error::Shutdown`] or [`Error::PeerGone`]; on a worker thread
+    /// also [`Error::HandlerPanicked`], when the handler that handed the call to the worker
+    /// panicked afterwards (the loop answered the request itself: the call should stop).
     pub fn checkpoint(&mut self) -> Result<(), Error> {
         match &mut self.link {
             Link::Loop(cx) => cx.checkpoint(),
@@ -331,8 +333,9 @@ impl<'a> McpContext<'a> {
     /// or for any other method under 2026-07-28. A handler that returns this error gets
     /// `-32021` with `data.requiredCapabilities` under 2026-07-28 (an `isError` result in the
     /// handshake era, as before). [`Error::InputRequired`] as above; [`Error::Rpc`],
-    /// [`Error::Timeout`], [`Error::Cancelled`], [`Error::Shutdown`], [`Error::PeerGone`] as in
-    /// [`Context::call`].
+    /// [`Error::Timeout`], [`Error::InputEnded`], [`Error::Cancelled`], [`Error::Shutdown`],
+    /// [`Error::PeerGone`] as in [`Context::call`], and [`Error::HandlerPanicked`] as in
+    /// [`McpContext::checkpoint`].
     ///
     /// # Example
     /// ```no_run
@@ -523,7 +526,8 @@ impl<'a> McpContext<'a> {
     /// Runs a command, cancellably, leaving no process behind; see [`Context::run_command`].
     ///
     /// # Errors
-    /// As [`Context::run_command`].
+    /// As [`Context::run_command`]; on a worker thread also [`Error::HandlerPanicked`] as in
+    /// [`McpContext::checkpoint`], and [`Error::Io`] when no poller can be made for the wait.
     pub fn run_command(
         &mut self,
         command: Command,

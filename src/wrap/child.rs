@@ -56,6 +56,9 @@ const PIPE_CAPACITY: usize = 1 << 20;
 /// stderr); a longer one is dropped with a notice.
 const STDERR_LINE_BYTES: usize = 64 * 1024;
 
+/// The most of the server's last stderr line kept for the error the wrapper gives up with.
+pub(super) const STDERR_TOLD: usize = 1000;
+
 /// Starts the supervisor, which spawns the server and keeps it running until asked to stop.
 ///
 /// # Errors
@@ -65,6 +68,8 @@ pub(super) fn supervise(shared: Arc<Shared>, handle: LoopHandle) -> io::Result<J
     thread_named("mcpipe-wrap-supervisor", move || {
         let mut starts: VecDeque<Instant> = VecDeque::new();
         let mut backoff = FIRST_BACKOFF;
+        // How the last life ended, for the reason the wrapper gives up with.
+        let mut last_end: Option<String> = None;
         loop {
             let now = Instant::now();
             starts.push_back(now);
@@ -77,7 +82,20 @@ pub(super) fn supervise(shared: Arc<Shared>, handle: LoopHandle) -> io::Result<J
             let allowed = shared.config.max_restarts as usize + 1;
             if starts.len() > allowed || shared.stopping().is_some() {
                 if shared.stopping().is_none() {
-                    give_up(&shared, "it exited too often");
+                    let ended = starts.len() - 1;
+                    let within = spoken(now.duration_since(starts[0]));
+                    let max = shared.config.max_restarts;
+                    let window = spoken(shared.config.restart_window);
+                    let allowed = if max == 1 {
+                        "1 restart is".to_owned()
+                    } else {
+                        format!("{max} restarts are")
+                    };
+                    let why = format!(
+                        "it ended {ended} times within {within} (at most {allowed} allowed \
+                         within {window})"
+                    );
+                    give_up(&shared, &why, last_end.as_deref());
                 }
                 return;
             }
@@ -88,11 +106,17 @@ pub(super) fn supervise(shared: Arc<Shared>, handle: LoopHandle) -> io::Result<J
             } = match run_once(&shared, &handle) {
                 Ok(life) => life,
                 Err(e) => {
-                    give_up(&shared, &format!("it could not be started: {e}"));
+                    let why = format!("it could not be started: {e}");
+                    give_up(&shared, &why, last_end.as_deref());
                     return;
                 }
             };
             *lock(&shared.last_exit) = Some(status);
+            last_end = Some(match &retired {
+                Some(said) => format!("it {said}, and was ended ({status})"),
+                None => format!("it exited ({status})"),
+            });
+            let retired = retired.is_some();
             let name = &shared.config.name;
             let error = ErrorObject::internal(format!(
                 "internal error: the wrapped server {name} exited ({status}) before answering"
@@ -128,18 +152,36 @@ fn signal_of(status: ExitStatus) -> Option<i32> {
     std::os::unix::process::ExitStatusExt::signal(&status)
 }
 
-/// From now on every request is answered with an error (the relay checks `gave_up`).
-pub(super) fn give_up(shared: &Shared, why: &str) {
+/// From now on every request is answered with an error (the relay checks `gave_up`) that says
+/// why: `why`, how the last life ended (`last_end`, when one did), and the server's last line
+/// on stderr, often the cause ("missing API key"), with the same in `data`.
+pub(super) fn give_up(shared: &Shared, why: &str, last_end: Option<&str>) {
+    let name = &shared.config.name;
+    let mut told = why.to_owned();
+    if let Some(last_end) = last_end {
+        told.push_str(&format!("; the last time, {last_end}"));
+    }
+    let stderr_last = lock(&shared.stderr_last).clone();
+    if let Some(line) = &stderr_last {
+        told.push_str(&format!("; its last line on stderr: {line}"));
+    }
+    let status = *lock(&shared.last_exit);
+    let error = ErrorObject::internal(format!(
+        "internal error: the wrapped server {name} is not running: {told}"
+    ))
+    .with_data(json!({
+        "exitCode": status.and_then(|s| s.code()),
+        "signal": status.and_then(signal_of),
+        "starts": shared.starts(),
+        "stderr": stderr_last,
+    }));
+    *lock(&shared.gave_up_error) = Some(error.clone());
     // Under the queue's lock: a request is either filed before (and failed below) or answered
     // by `send` itself.
     let queue = lock(&shared.queue);
     shared.gave_up.store(true, Ordering::Release);
     drop(queue);
-    let name = &shared.config.name;
-    diagnostics::line(&format!("mcpipe wrap: giving up on {name}: {why}"));
-    let error = ErrorObject::internal(format!(
-        "internal error: the wrapped server {name} is not running: {why}"
-    ));
+    diagnostics::line(&format!("mcpipe wrap: giving up on {name}: {told}"));
     shared.fail_pending(&error);
 }
 
@@ -192,8 +234,9 @@ fn queue_replay(shared: &Shared, client_init_kept: bool) {
 /// How one life of the server ended.
 struct Life {
     status: ExitStatus,
-    /// The wrapper ended it because it could answer nothing more ([`retire`]).
-    retired: bool,
+    /// The wrapper ended it because it could answer nothing more ([`retire`]): what it did
+    /// ("closed its stdout but still ran").
+    retired: Option<String>,
     /// When retired: the client's own `initialize` waits for the next server.
     client_init_kept: bool,
 }
@@ -213,6 +256,8 @@ fn run_once(shared: &Arc<Shared>, handle: &LoopHandle) -> std::io::Result<Life> 
         .spawn()
         .map_err(|e| crate::child::spawn_error(&command, e))?;
     shared.starts.fetch_add(1, Ordering::AcqRel);
+    // A line of an earlier life's says nothing about this one.
+    *lock(&shared.stderr_last) = None;
     lock(&shared.pacing).reset();
     shared.proven.store(false, Ordering::Release);
     let pid = child.id();
@@ -238,7 +283,7 @@ fn run_once(shared: &Arc<Shared>, handle: &LoopHandle) -> std::io::Result<Life> 
     let mut signalled = (false, false);
     // When a lost pipe was first seen, and how the wrapper ends the server once it retired it.
     let mut lost: Option<Instant> = None;
-    let mut retired: Option<Stop> = None;
+    let mut retired: Option<(Stop, String)> = None;
     let mut client_init_kept = false;
     let status = loop {
         if let Some(status) = child.try_wait()? {
@@ -255,12 +300,13 @@ fn run_once(shared: &Arc<Shared>, handle: &LoopHandle) -> std::io::Result<Life> 
                 replay_overdue(shared).then_some(Retirement::SilentReplay)
             };
             if let Some(why) = why {
-                let (stop, kept) = retire(shared, &alive, why);
-                retired = Some(stop);
+                let (stop, said, kept) = retire(shared, &alive, why);
+                retired = Some((stop, said));
                 client_init_kept = kept;
             }
         }
-        for stop in [shared.stopping(), retired].into_iter().flatten() {
+        let retiring = retired.as_ref().map(|(stop, _)| *stop);
+        for stop in [shared.stopping(), retiring].into_iter().flatten() {
             let since = stop.asked.elapsed();
             if since >= stop.term_after && !signalled.0 {
                 signalled.0 = true;
@@ -294,7 +340,7 @@ fn run_once(shared: &Arc<Shared>, handle: &LoopHandle) -> std::io::Result<Life> 
     }
     Ok(Life {
         status,
-        retired: retired.is_some(),
+        retired: retired.map(|(_, said)| said),
         client_init_kept,
     })
 }
@@ -337,12 +383,14 @@ enum Retirement {
 /// goes to the next server), its requests in flight are answered with an error now, and it is
 /// ended as a stubborn server is at the end (stdin closed and SIGTERM now, SIGKILL
 /// [`KILL_AFTER_TERM`] later); its exit is then a crash's (a restart, within the same budget).
-/// Returns how it ends, and whether the client's own `initialize` waits for the next server.
-fn retire(shared: &Shared, alive: &AtomicBool, why: Retirement) -> (Stop, bool) {
+/// Returns how it ends, what it did, and whether the client's own `initialize` waits for the
+/// next server.
+fn retire(shared: &Shared, alive: &AtomicBool, why: Retirement) -> (Stop, String, bool) {
     let name = &shared.config.name;
-    let (said, error) = match why {
+    // What it did: the cause of its end, for later.
+    let (did, error) = match why {
         Retirement::Lost(pipe) => (
-            format!("closed its {pipe} but still runs: it can answer nothing more"),
+            format!("closed its {pipe} but still ran"),
             ErrorObject::internal(format!(
                 "internal error: the wrapped server {name} closed its {pipe} before answering"
             ))
@@ -360,6 +408,12 @@ fn retire(shared: &Shared, alive: &AtomicBool, why: Retirement) -> (Stop, bool) 
             .with_data(json!({ "exitCode": null, "signal": null })),
         ),
     };
+    let said = match why {
+        Retirement::Lost(pipe) => {
+            format!("closed its {pipe} but still runs: it can answer nothing more")
+        }
+        Retirement::SilentReplay => did.clone(),
+    };
     diagnostics::line(&format!("mcpipe wrap: {name} {said}; ending it"));
     let mut queue = lock(&shared.queue);
     // Under the queue's lock: from here the writer takes no line for this server (it checks
@@ -374,7 +428,7 @@ fn retire(shared: &Shared, alive: &AtomicBool, why: Retirement) -> (Stop, bool) 
         term_after: Duration::ZERO,
         kill_after: KILL_AFTER_TERM,
     };
-    (stop, client_init_kept)
+    (stop, did, client_init_kept)
 }
 
 /// A duration as the wrapper's lines say it: whole seconds in seconds ("10 s"), else in
@@ -405,9 +459,9 @@ fn start_pipes(
     let mut threads = Vec::new();
     if let Some(mut stderr) = child.stderr.take() {
         // First: it ends by itself at the end of the pipe, once the server is gone.
-        let name = shared.config.name.clone();
+        let shared = Arc::clone(shared);
         match thread_named("mcpipe-wrap-stderr", move || {
-            forward_stderr(&name, &mut stderr)
+            forward_stderr(&shared, &mut stderr)
         }) {
             Ok(thread) => threads.push(thread),
             Err(e) => return Err((threads, thread_error("its stderr", e))),
@@ -523,12 +577,23 @@ fn expire_deadlines(shared: &Shared) {
 /// server never blocks on it, and written without blocking (dropped and counted if ours is
 /// full). A line is kept until its newline up to `STDERR_LINE_BYTES` only: past that it is
 /// dropped with a notice (else a server writing without newlines grows the wrapper without
-/// limit). A blocking read: this thread is for this one pipe.
-fn forward_stderr(name: &str, stderr: &mut impl Read) {
+/// limit). A blocking read: this thread is for this one pipe. The last line that is not blank
+/// is kept (its start) for the error the wrapper may give up with.
+fn forward_stderr(shared: &Shared, stderr: &mut impl Read) {
+    let name = &shared.config.name;
     let mut lines = LineBuffer::new(STDERR_LINE_BYTES);
     let forward = |line: Line<'_>| match line {
         Line::Complete(line) => {
-            diagnostics::line(&format!("{name}: {}", String::from_utf8_lossy(line)));
+            let text = String::from_utf8_lossy(line);
+            diagnostics::line(&format!("{name}: {text}"));
+            let text = text.trim();
+            if !text.is_empty() {
+                let mut end = text.len().min(STDERR_TOLD);
+                while !text.is_char_boundary(end) {
+                    end -= 1;
+                }
+                *lock(&shared.stderr_last) = Some(text[..end].to_owned());
+            }
         }
         Line::Oversize => diagnostics::line(&format!(
             "{name}: (a stderr line over {STDERR_LINE_BYTES} bytes, dropped)"
@@ -550,16 +615,19 @@ fn forward_stderr(name: &str, stderr: &mut impl Read) {
     }
 }
 
-/// The error a request gets once the wrapper gave up on the server.
+/// The error a request gets once the wrapper gave up on the server: the one it gave up with,
+/// which says why.
 pub(super) fn not_running(shared: &Shared) -> ErrorObject {
-    ErrorObject::new(
-        ErrorCode::INTERNAL_ERROR,
-        format!(
-            "internal error: the wrapped server {} is not running (it exited too often, or \
-             could not be started)",
-            shared.config.name
-        ),
-    )
+    lock(&shared.gave_up_error).clone().unwrap_or_else(|| {
+        // Not reached: the error is kept before `gave_up` is set.
+        ErrorObject::new(
+            ErrorCode::INTERNAL_ERROR,
+            format!(
+                "internal error: the wrapped server {} is not running",
+                shared.config.name
+            ),
+        )
+    })
 }
 
 #[cfg(test)]

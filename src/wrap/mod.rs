@@ -190,7 +190,8 @@ impl Wrapper {
     /// process group is ended, and a descendant that called `setsid` is not found.
     ///
     /// # Errors
-    /// As [`Server::serve_stdio`].
+    /// As [`Server::serve_stdio`] (an output that refuses writes among them), once the server
+    /// and its processes are stopped.
     pub fn run(&self) -> Result<WrapOutcome, Error> {
         // Unsupported outside Linux: documented above.
         let _ = Subreaper::new();
@@ -198,17 +199,21 @@ impl Wrapper {
         // Before the loop's own, so that no signal finds the default action between the two.
         let mut late = signals::LateSignals::new();
         let mut relay = relay::Relay::new(Arc::clone(&shared));
-        let outcome = Server::new()
+        let served = Server::new()
             .max_in_flight(IN_FLIGHT)
             .max_read_ahead_bytes(READ_AHEAD_BYTES)
             .relay_lines(relay::needs_params)
             .shutdown_grace(self.request_timeout.unwrap_or(Duration::from_secs(10)))
-            .serve_stdio(&mut relay)?;
-        let signal = relay.finish(&outcome, late.as_mut());
+            .serve_stdio(&mut relay);
+        // The server is stopped whatever ended the loop: an error (an output that refuses
+        // writes) ends it as quickly as a vanished client does.
+        let ended = served.as_ref().map_or(Outcome::PeerGone, Clone::clone);
+        let signal = relay.finish(&ended, late.as_mut());
         // The wrapper is a subreaper on Linux, so orphans of the server's tree are its
         // children now.
         subreaper::end_descendants(Duration::ZERO);
         drop(late);
+        let outcome = served?;
         Ok(match (outcome, signal) {
             (Outcome::Signal(n), _) | (_, Some(n)) => WrapOutcome::Signal(n),
             _ if shared.gave_up() => WrapOutcome::GaveUp {

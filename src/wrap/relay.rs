@@ -197,6 +197,7 @@ impl Handler for Relay {
             Err(e) => child::give_up(
                 &self.shared,
                 &format!("the wrapper could not start its supervisor thread: {e}"),
+                None,
             ),
         }
     }

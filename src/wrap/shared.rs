@@ -131,8 +131,14 @@ pub(super) struct Shared {
     pub(super) stdout_open: Mutex<Option<u32>>,
     pub(super) stdout_ended: Condvar,
     pub(super) gave_up: AtomicBool,
+    /// Once given up: the error every request gets, in the words of the cause (set before
+    /// `gave_up`).
+    pub(super) gave_up_error: Mutex<Option<ErrorObject>>,
     pub(super) starts: AtomicU32,
     pub(super) last_exit: Mutex<Option<ExitStatus>>,
+    /// The last line the running server (or the last one) wrote on stderr, cut to
+    /// `child::STDERR_TOLD` bytes: the likeliest reason it ended, for the error given up with.
+    pub(super) stderr_last: Mutex<Option<String>>,
 }
 
 impl Shared {
@@ -161,8 +167,10 @@ impl Shared {
             stdout_open: Mutex::new(None),
             stdout_ended: Condvar::new(),
             gave_up: AtomicBool::new(false),
+            gave_up_error: Mutex::new(None),
             starts: AtomicU32::new(0),
             last_exit: Mutex::new(None),
+            stderr_last: Mutex::new(None),
         }
     }
 

@@ -56,7 +56,11 @@ pub(crate) fn watchdog<T: Send + 'static>(
             Ok(out) => out,
             Err(panic) => std::panic::resume_unwind(panic),
         },
-        Err(mpsc::RecvTimeoutError::Timeout) => panic!("the test did not finish within {limit:?}"),
+        Err(mpsc::RecvTimeoutError::Timeout) => {
+            // The test's thread never unwinds: its scratch files go now.
+            super::remove_all_scratch();
+            panic!("the test did not finish within {limit:?}")
+        }
     }
 }
 

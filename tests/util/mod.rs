@@ -9,6 +9,7 @@
 #![allow(dead_code, unreachable_pub)] // Each test file uses a different subset.
 
 use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread::{self, JoinHandle};
@@ -39,6 +40,8 @@ pub fn watchdog(name: &'static str, limit: Duration) -> Watchdog {
     thread::spawn(move || {
         if let Err(RecvTimeoutError::Timeout) = cancelled.recv_timeout(limit) {
             eprintln!("WATCHDOG: test {name} still running after {limit:?}: failing it");
+            // The exit unwinds nothing: the scratch files go now.
+            remove_all_scratch();
             std::process::exit(101);
         }
     });
@@ -51,6 +54,90 @@ impl Drop for Watchdog {
     fn drop(&mut self) {
         if let Some(cancel) = self.cancel.take() {
             let _ = cancel.send(());
+        }
+    }
+}
+
+/// The scratch paths alive in this process, for a watchdog's exit (which unwinds nothing).
+static SCRATCH: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+/// A scratch path under the temp dir (a file a fixture writes, or a directory), removed when
+/// dropped: after a test that passed, and after one that failed, as its panic unwinds (and at
+/// a watchdog's exit). Removing it never panics, so a failure is never turned into an abort
+/// that hides its message; a failed test's file is printed first, as it may say why.
+#[derive(Debug)]
+pub struct Scratch(PathBuf);
+
+impl Scratch {
+    /// `name`, made unique to this process, under the temp dir; anything there removed first.
+    pub fn new(name: &str) -> Scratch {
+        Scratch::at(std::env::temp_dir().join(format!("{name}-{}", std::process::id())))
+    }
+
+    /// `path` as it is; anything there removed first.
+    pub fn at(path: PathBuf) -> Scratch {
+        remove_path(&path);
+        if let Ok(mut all) = SCRATCH.lock() {
+            all.push(path.clone());
+        }
+        Scratch(path)
+    }
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = PathBuf;
+    fn deref(&self) -> &PathBuf {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for Scratch {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.0.as_os_str()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if thread::panicking() {
+            if let Ok(text) = std::fs::read(&self.0) {
+                let shown = &text[text.len().saturating_sub(4096)..];
+                eprintln!(
+                    "scratch file {} (its last {} of {} bytes):\n{}",
+                    self.0.display(),
+                    shown.len(),
+                    text.len(),
+                    String::from_utf8_lossy(shown)
+                );
+            }
+        }
+        remove_path(&self.0);
+        if let Ok(mut all) = SCRATCH.lock() {
+            all.retain(|p| *p != self.0);
+        }
+    }
+}
+
+fn remove_path(path: &Path) {
+    if path.is_dir() {
+        let _ = std::fs::remove_dir_all(path);
+    } else {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// Removes every scratch path still alive (a test that will not unwind: its process exits).
+/// Never waits for the list's lock: a test holding it is not waited for.
+pub fn remove_all_scratch() {
+    if let Ok(all) = SCRATCH.try_lock() {
+        for path in all.iter() {
+            remove_path(path);
         }
     }
 }

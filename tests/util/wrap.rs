@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use super::mcp::Proc;
+use super::Scratch;
 
 pub fn fixture(name: &str) -> String {
     format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
@@ -25,15 +26,14 @@ pub fn wrapped(flags: &[&str], mode: &str, arg: Option<&str>) -> Proc {
 /// The files of a `held` or `deaf-first` fixture: its log, and the file whose existence lets
 /// it read on ([`HeldFiles::release`]); both removed when dropped, a failed test's too.
 pub struct HeldFiles {
-    pub log: PathBuf,
-    pub go: PathBuf,
+    pub log: Scratch,
+    pub go: Scratch,
 }
 
 impl HeldFiles {
     pub fn new(test: &str) -> HeldFiles {
         let log = pid_file(test);
-        let go = log.with_extension("go");
-        let _ = std::fs::remove_file(&go);
+        let go = Scratch::at(log.with_extension("go"));
         HeldFiles { log, go }
     }
 
@@ -43,18 +43,10 @@ impl HeldFiles {
     }
 }
 
-impl Drop for HeldFiles {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.log);
-        let _ = std::fs::remove_file(&self.go);
-    }
-}
-
-/// A scratch file for a fixture's pids.
-pub fn pid_file(test: &str) -> PathBuf {
-    let path = std::env::temp_dir().join(format!("mcpipe-wrap-{test}-{}", std::process::id()));
-    let _ = std::fs::remove_file(&path);
-    path
+/// A scratch file for a fixture's pids (or a log, or a directory), removed when dropped: a
+/// failed test leaves nothing behind either ([`Scratch`]).
+pub fn pid_file(test: &str) -> Scratch {
+    Scratch::new(&format!("mcpipe-wrap-{test}"))
 }
 
 pub fn pids_in(path: &PathBuf) -> Vec<u32> {

@@ -27,8 +27,8 @@ options:
                            SIGTERM (default 2000; SIGKILL follows 1 s later)
   -h, --help               show this help
 
-exit status: 0 when the client finished, 2 on a usage error, 3 when the server could not be
-kept running, 128+N after signal N";
+exit status: 0 when the client finished, 1 on an error (stdout cannot be written), 2 on a
+usage error, 3 when the server could not be kept running, 128+N after signal N";
 
 fn number(value: Option<String>, flag: &str) -> Result<u64, String> {
     let value = value.ok_or_else(|| format!("{flag} needs a number"))?;
