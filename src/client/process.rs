@@ -17,7 +17,6 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use crate::deadline;
 use crate::error::Error;
 use crate::line_buffer::{Line, LineBuffer};
-use crate::message::Message;
 use crate::process_tree::ProcessTree;
 use crate::readiness::{Fill, Input, Output};
 use crate::sys::{self, SigpipeIgnored};
@@ -334,9 +333,10 @@ impl ServerProcess {
         self.tail.text()
     }
 
-    /// Queues a message for the server; [`flush`](ServerProcess::flush) writes it.
-    pub(crate) fn enqueue(&mut self, message: &Message) {
-        self.queue.push(message);
+    /// The bytes queued for the server, to append whole lines to;
+    /// [`flush`](ServerProcess::flush) writes them.
+    pub(crate) fn outgoing(&mut self) -> &mut Vec<u8> {
+        self.queue.buffer()
     }
 
     /// Queues raw bytes for the server and writes what the pipe takes now.
