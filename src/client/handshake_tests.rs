@@ -80,8 +80,11 @@ impl Bench {
 
     /// What the client wrote since the last look.
     fn sent(&mut self) -> Vec<Value> {
-        std::iter::from_fn(|| self.session.next_outbound())
-            .map(|m| serde_json::from_slice(&m.to_line()).unwrap())
+        let mut lines = Vec::new();
+        while self.session.write_outbound(&mut lines) {}
+        lines
+            .split_inclusive(|&b| b == b'\n')
+            .map(|line| serde_json::from_slice(line).unwrap())
             .collect()
     }
 

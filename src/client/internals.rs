@@ -458,9 +458,11 @@ impl Oracle {
                 Event::Notification(_) | Event::Stray(_) | Event::Report(_) => {}
             }
         }
-        while let Some(message) = session.next_outbound() {
-            let line: Value = serde_json::from_slice(&message.to_line())
+        let mut written = Vec::new();
+        while session.write_outbound(&mut written) {
+            let line: Value = serde_json::from_slice(&written)
                 .unwrap_or_else(|e| panic!("the session wrote an unreadable message: {e}"));
+            written.clear();
             let method = line
                 .get("method")
                 .and_then(Value::as_str)

@@ -6,7 +6,8 @@ use std::ops::ControlFlow;
 use std::sync::mpsc::{Receiver, Sender, TryRecvError};
 use std::time::{Duration, Instant};
 
-use super::link::{lock, Command, Detached, Ended, Event, Link, View};
+use super::call_events::Event;
+use super::link::{lock, Command, Detached, Ended, Link, View};
 use super::process::{Shutdown, ShutdownStage};
 use super::{dead_error, server_has_exited, Client, Dead, Until};
 use crate::error::Error;
@@ -129,7 +130,7 @@ impl Client {
                     .restart_if_dead(retrying)
                     .and_then(|()| self.check_usable());
                 if let Err(e) = usable {
-                    let _ = events.send(Event::Done(Err(e)));
+                    events.send(Event::Done(Err(e)));
                     return ControlFlow::Continue(());
                 }
                 let timing = self.timing(&plan.options(), Instant::now());

@@ -1,11 +1,11 @@
 //! The channel between the callers of a [`SharedClient`](super::SharedClient) and its IO
-//! thread: the commands callers send, the events each request gets back, what callers may
-//! read, and the caller's end of one request ([`Call`], [`Canceller`]).
+//! thread: the commands callers send, what callers may read, and the caller's end of one
+//! request ([`Call`], [`Canceller`]; its events come on its own channel, `call_events.rs`).
 
 use std::collections::VecDeque;
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, Sender};
+use std::sync::mpsc::Sender;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread::ThreadId;
 use std::time::Duration;
@@ -13,6 +13,7 @@ use std::time::Duration;
 use mio::Waker;
 use serde_json::Value;
 
+use super::call_events::{Event, EventReceiver, EventSender};
 use super::era::{Asked, Era};
 use super::options::{Progress, RequestOptions};
 use super::process::Shutdown;
@@ -25,27 +26,19 @@ use crate::message::Notification;
 pub(super) struct Detached {
     /// The caller's name for it (ids are given out on the IO thread).
     pub(super) key: u64,
-    pub(super) events: Sender<Event>,
+    pub(super) events: EventSender,
 }
 
 impl Detached {
     /// Hands the outcome to the waiting caller (gone already: nothing to do).
     pub(super) fn answer(self, outcome: Result<Value, Error>) {
-        let _ = self.events.send(Event::Done(outcome));
+        self.events.send(Event::Done(outcome));
     }
 
     /// Passes a progress notification on to the waiting caller.
     pub(super) fn progress(&self, progress: Progress) {
-        let _ = self.events.send(Event::Progress(progress));
+        self.events.send(Event::Progress(progress));
     }
-}
-
-/// What the IO thread tells the caller of one request.
-#[derive(Debug)]
-pub(super) enum Event {
-    Progress(Progress),
-    /// The last event of a request.
-    Done(Result<Value, Error>),
 }
 
 /// The parts of [`RequestOptions`] the IO thread needs (the progress callback stays with the
@@ -88,7 +81,7 @@ pub(super) enum Command {
         plan: Plan,
         /// An earlier attempt failed: restart a dead server first.
         retrying: bool,
-        events: Sender<Event>,
+        events: EventSender,
     },
     Cancel {
         key: u64,
@@ -242,13 +235,13 @@ pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 #[derive(Debug)]
 pub struct Call {
     key: u64,
-    events: Receiver<Event>,
+    events: EventReceiver,
     link: Link,
     finished: bool,
 }
 
 impl Call {
-    pub(super) fn new(key: u64, events: Receiver<Event>, link: Link) -> Call {
+    pub(super) fn new(key: u64, events: EventReceiver, link: Link) -> Call {
         Call {
             key,
             events,
@@ -278,13 +271,13 @@ impl Call {
     ) -> Result<Value, Error> {
         loop {
             match self.events.recv() {
-                Ok(Event::Progress(progress)) => on_progress(&progress),
-                Ok(Event::Done(outcome)) => {
+                Some(Event::Progress(progress)) => on_progress(&progress),
+                Some(Event::Done(outcome)) => {
                     self.finished = true;
                     return outcome;
                 }
                 // The IO thread dropped the request without an answer: it is gone.
-                Err(_) => {
+                None => {
                     self.finished = true;
                     return Err(self.link.gone());
                 }

@@ -10,6 +10,7 @@
 //! to the `initialize` handshake. What it finds is cached: see [`Client`] for what and how long.
 
 mod builder;
+mod call_events;
 mod connect;
 mod era;
 mod exchange;

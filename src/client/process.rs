@@ -17,7 +17,6 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use crate::deadline;
 use crate::error::Error;
 use crate::line_buffer::{Line, LineBuffer};
-use crate::message::Message;
 use crate::process_tree::ProcessTree;
 use crate::readiness::{Fill, Input, Output};
 use crate::sys::{self, SigpipeIgnored};
@@ -176,7 +175,8 @@ pub(crate) struct ServerProcess {
     /// Bytes for the server's stdin.
     queue: WriteQueue,
     // Readiness, the same as the server loop's (`readiness`): set by events (or at the
-    // start), cleared by `WouldBlock`, end of file final.
+    // start), cleared by `WouldBlock` or by a short read of stdout or stderr, end of file
+    // final.
     stdout_ready: Input,
     stderr_ready: Input,
     stdin_ready: Output,
@@ -287,8 +287,14 @@ impl ServerProcess {
             lines: LineBuffer::new(max_message_bytes),
             err_lines: LineBuffer::new(STDERR_TAIL_BYTES),
             queue: WriteQueue::new(usize::MAX),
-            stdout_ready: Input::new(false),
-            stderr_ready: Input::new(false),
+            // A short read stands in for `EAGAIN` on both, as on the server loop's pipe: these
+            // read ends are ours alone (made by `Command`, close-on-exec), so a read that
+            // returns less than asked emptied the pipe. A server writing packets (`O_DIRECT`
+            // on its end) is caught by the confirming read after a quiet wait (`wait`), and a
+            // hang-up is remembered from its event. One `read` fewer a round trip
+            // (BENCHMARKS.md, "The client under load").
+            stdout_ready: Input::new(true),
+            stderr_ready: Input::new(true),
             stdin_ready: Output::new(),
             stdin_broken: false,
             tail: Tail::default(),
@@ -327,9 +333,10 @@ impl ServerProcess {
         self.tail.text()
     }
 
-    /// Queues a message for the server; [`flush`](ServerProcess::flush) writes it.
-    pub(crate) fn enqueue(&mut self, message: &Message) {
-        self.queue.push(message);
+    /// The bytes queued for the server, to append whole lines to;
+    /// [`flush`](ServerProcess::flush) writes them.
+    pub(crate) fn outgoing(&mut self) -> &mut Vec<u8> {
+        self.queue.buffer()
     }
 
     /// Queues raw bytes for the server and writes what the pipe takes now.
@@ -531,6 +538,10 @@ impl ServerProcess {
 
     /// Sleeps until a pipe or the process has news, or `timeout` passes. The caller has
     /// already read everything available (`may_have_input` is false) and handled every line.
+    ///
+    /// After a short read stood in for `EAGAIN`, the sleep lasts `readiness`'s `CONFIRM_AFTER`
+    /// at most and the pipe is read once more after it, so bytes a short read ever left
+    /// behind (a server writing packets) are late by milliseconds, never stuck.
     pub(crate) fn wait(&mut self, timeout: Option<Duration>) -> Result<(), Error> {
         // Without a pidfd, nothing wakes us when the server exits: look on a short tick.
         let watching_exit = self.status.is_none() && self.pidfd.is_none();
@@ -539,15 +550,21 @@ impl ServerProcess {
         } else {
             timeout
         };
+        let timeout = self.stdout_ready.wait_limit(timeout);
+        let timeout = self.stderr_ready.wait_limit(timeout);
         match self.poll.poll(&mut self.events, timeout) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(Error::io("polling the server's pipes", e)),
         }
+        let any_event = !self.events.is_empty();
+        self.stdout_ready.after_wait(any_event);
+        self.stderr_ready.after_wait(any_event);
         for event in self.events.iter() {
+            let hup = event.is_read_closed() || event.is_error();
             match event.token() {
-                STDOUT => self.stdout_ready.on_event(false),
-                STDERR => self.stderr_ready.on_event(false),
+                STDOUT => self.stdout_ready.on_event(hup),
+                STDERR => self.stderr_ready.on_event(hup),
                 // A closed read end also shows up as writable: the next write says EPIPE.
                 STDIN => self.stdin_ready.writable = true,
                 EXITED => self.exit_signalled = true,
@@ -696,3 +713,7 @@ impl Drop for Partial {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "process_tests.rs"]
+mod tests;

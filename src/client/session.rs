@@ -2,7 +2,7 @@
 //!
 //! No fds and no clock: the shell (the one-thread [`Client`](super::Client) or the IO thread of
 //! the [`SharedClient`](super::SharedClient)) passes every line the server wrote and the
-//! current `Instant`, sends what [`Session::next_outbound`] gives, and acts on what
+//! current `Instant`, sends what [`Session::write_outbound`] writes, and acts on what
 //! [`Session::next_event`] says. Here live the request ids, the pending requests and their
 //! deadlines, routing of answers and progress, the answers to the server's requests, the
 //! heartbeat's bookkeeping and the counters, so all of it is unit-tested and fuzzed on bytes.
@@ -180,6 +180,9 @@ pub(crate) struct Session {
     /// The `ClientCapabilities` and `clientInfo` every modern request carries.
     capabilities: Value,
     client_info: Value,
+    /// The two as `_meta` members, written once ([`era::client_meta_text`]) and copied into
+    /// every modern request as it is written.
+    client_meta: Box<[u8]>,
     /// The log level every modern request names ([`ClientBuilder::log_level`]).
     ///
     /// [`ClientBuilder::log_level`]: super::ClientBuilder::log_level
@@ -187,9 +190,27 @@ pub(crate) struct Session {
     roots: Option<Vec<Value>>,
     /// Methods of server requests the shell has callbacks for.
     callbacks: Vec<&'static str>,
-    outbox: VecDeque<Message>,
+    outbox: VecDeque<Outbound>,
     events: VecDeque<Event>,
     stats: ClientStats,
+}
+
+/// A message queued for the server.
+#[derive(Debug)]
+struct Outbound {
+    message: Message,
+    /// A modern request whose `params._meta` gets the client's capabilities and info as it is
+    /// written (see [`era::add_version_meta`]).
+    client_meta: bool,
+}
+
+impl From<Message> for Outbound {
+    fn from(message: Message) -> Outbound {
+        Outbound {
+            message,
+            client_meta: false,
+        }
+    }
 }
 
 impl Session {
@@ -203,6 +224,7 @@ impl Session {
         heartbeat: Option<(Duration, Duration)>,
         connects: bool,
     ) -> Session {
+        let client_meta = era::client_meta_text(&capabilities, &client_info);
         Session {
             next_id: 1,
             pending: IdMap::default(),
@@ -217,6 +239,7 @@ impl Session {
             protocol_version: String::new(),
             capabilities,
             client_info,
+            client_meta,
             log_level: None,
             roots,
             callbacks,
@@ -307,13 +330,18 @@ impl Session {
         let id = RequestId::from(self.next_id);
         let token = Value::from(self.next_id);
         self.next_id += 1;
+        let mut client_meta = false;
         if self.era == Some(Era::Modern) {
-            era::add_meta(
-                &mut params,
-                &self.protocol_version,
-                &self.capabilities,
-                &self.client_info,
-            );
+            client_meta = era::add_version_meta(&mut params, &self.protocol_version);
+            if !client_meta {
+                // The caller named one of them: the other goes in as a value.
+                era::add_meta(
+                    &mut params,
+                    &self.protocol_version,
+                    &self.capabilities,
+                    &self.client_info,
+                );
+            }
             if let Some(level) = self.log_level {
                 era::add_log_level(&mut params, level);
             }
@@ -329,11 +357,14 @@ impl Session {
                 }
             }
         }
-        self.outbox.push_back(Message::Request(Request {
-            id: id.clone(),
-            method: method.to_owned(),
-            params,
-        }));
+        self.outbox.push_back(Outbound {
+            message: Message::Request(Request {
+                id: id.clone(),
+                method: method.to_owned(),
+                params,
+            }),
+            client_meta,
+        });
         let pending = Pending {
             method: method.to_owned(),
             token: sent_token,
@@ -362,10 +393,13 @@ impl Session {
 
     /// Queues a notification.
     pub(crate) fn notify(&mut self, method: &str, params: Option<Value>) {
-        self.outbox.push_back(Message::Notification(Notification {
-            method: method.to_owned(),
-            params,
-        }));
+        self.outbox.push_back(
+            Message::Notification(Notification {
+                method: method.to_owned(),
+                params,
+            })
+            .into(),
+        );
     }
 
     /// Gives up on request `id` (it is no longer pending): tells the server with `reason`,
@@ -488,11 +522,14 @@ impl Session {
         };
         self.pings_sent += 1;
         let id = RequestId::from(format!("{HEARTBEAT_PREFIX}{}", self.pings_sent));
-        self.outbox.push_back(Message::Request(Request {
-            id: id.clone(),
-            method: String::from(method),
-            params,
-        }));
+        self.outbox.push_back(
+            Message::Request(Request {
+                id: id.clone(),
+                method: String::from(method),
+                params,
+            })
+            .into(),
+        );
         self.stats.heartbeats += 1;
         self.ping = Some((id, now));
         Pulse::Next(Some(deadline::after(now, timeout)))
@@ -633,10 +670,13 @@ impl Session {
 
     /// Answers the server's request `id` (one the shell got as [`Event::Callback`]).
     pub(crate) fn respond(&mut self, id: RequestId, result: Result<Value, ErrorObject>) {
-        self.outbox.push_back(Message::Response(Response {
-            id: Some(id),
-            result,
-        }));
+        self.outbox.push_back(
+            Message::Response(Response {
+                id: Some(id),
+                result,
+            })
+            .into(),
+        );
     }
 
     fn receive_notification(&mut self, notification: Notification, now: Instant) {
@@ -665,9 +705,23 @@ impl Session {
         self.events.push_back(Event::Notification(notification));
     }
 
-    /// The next message to write to the server.
-    pub(crate) fn next_outbound(&mut self) -> Option<Message> {
-        self.outbox.pop_front()
+    /// Appends the next message for the server to `out`, as a line; `false` when none waits.
+    pub(crate) fn write_outbound(&mut self, out: &mut Vec<u8>) -> bool {
+        let Some(outbound) = self.outbox.pop_front() else {
+            return false;
+        };
+        match &outbound.message {
+            Message::Request(request) if outbound.client_meta => {
+                era::write_with_client_meta(out, request, &self.client_meta);
+            }
+            message => message.write_line(out),
+        }
+        true
+    }
+
+    /// Drops the messages waiting for the server (there is none to write to).
+    pub(crate) fn drop_outbound(&mut self) {
+        self.outbox.clear();
     }
 
     /// The next thing the shell must act on.

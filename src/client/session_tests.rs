@@ -31,8 +31,11 @@ fn timing(at: Instant, timeout_ms: u64, max_ms: Option<u64>) -> Timing {
 }
 
 fn outbound(s: &mut Session) -> Vec<Value> {
-    std::iter::from_fn(|| s.next_outbound())
-        .map(|m| serde_json::from_slice(&m.to_line()).unwrap())
+    let mut lines = Vec::new();
+    while s.write_outbound(&mut lines) {}
+    lines
+        .split_inclusive(|&b| b == b'\n')
+        .map(|line| serde_json::from_slice(line).unwrap())
         .collect()
 }
 
@@ -81,6 +84,37 @@ fn modern_requests_carry_the_envelope() {
         meta.get("io.modelcontextprotocol/logLevel").is_none(),
         "{meta}"
     );
+}
+
+#[test]
+fn a_modern_request_names_the_client_once_and_keeps_what_the_caller_named() {
+    let t = Instant::now();
+    let mut s = session();
+    s.connected(Era::Modern, String::from("2026-07-28"));
+    let own =
+        json!({"name": "x", "_meta": {"io.modelcontextprotocol/clientInfo": {"name": "mine"}}});
+    s.start("tools/call", Some(own), false, timing(t, 100, None));
+    s.start(
+        "tools/call",
+        Some(json!({"name": "y"})),
+        false,
+        timing(t, 100, None),
+    );
+    let mut lines = Vec::new();
+    while s.write_outbound(&mut lines) {}
+    let text = String::from_utf8(lines).unwrap();
+    for (line, name) in text.lines().zip(["mine", "t"]) {
+        assert_eq!(line.matches("clientInfo").count(), 1, "{line}");
+        assert_eq!(line.matches("clientCapabilities").count(), 1, "{line}");
+        let value: Value = serde_json::from_str(line).unwrap();
+        let meta = &value["params"]["_meta"];
+        assert_eq!(meta["io.modelcontextprotocol/clientInfo"]["name"], name);
+        assert_eq!(
+            meta["io.modelcontextprotocol/clientCapabilities"],
+            json!({"roots": {}})
+        );
+        assert_eq!(meta["progressToken"], value["id"]);
+    }
 }
 
 #[test]

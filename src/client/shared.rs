@@ -4,7 +4,7 @@
 //!
 //! Callers never touch the pipes: they send commands over a channel and wake the IO thread
 //! (a `mio::Waker` in the server's poll); answers and progress come back on a channel per
-//! request. So a slow call never delays another's answer, each request keeps its own deadline
+//! request (`call_events.rs`). So a slow call never delays another's answer, each request keeps its own deadline
 //! (enforced on the IO thread, which sends `notifications/cancelled` when it passes), and
 //! progress callbacks run on the thread that waits.
 
@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use super::call_events;
 use super::era::{Asked, Era};
 use super::exchange::{self, Exchange};
 use super::link::{self, lock, Call, Command, Link, LinkState, Plan, View};
@@ -296,7 +297,7 @@ impl SharedClient {
         }
         let link = &self.inner.link;
         let key = link.0.next_key.fetch_add(1, Ordering::Relaxed);
-        let (events, receiver) = mpsc::channel();
+        let (events, receiver) = call_events::channel();
         link.send(Command::Start {
             key,
             method: method.to_owned(),

@@ -105,13 +105,11 @@ impl Client {
         } = self;
         match process.as_mut() {
             Some(process) => {
-                while let Some(message) = session.next_outbound() {
-                    process.enqueue(&message);
-                }
+                while session.write_outbound(process.outgoing()) {}
                 process.flush();
             }
             // No server to write to: what was queued for it is moot.
-            None => while session.next_outbound().is_some() {},
+            None => session.drop_outbound(),
         }
     }
 
