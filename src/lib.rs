@@ -154,6 +154,7 @@ mod json_read;
 mod json_text;
 mod large_blocks;
 mod line_buffer;
+mod lock;
 mod mcp;
 mod message;
 mod process_tree;
@@ -168,6 +169,8 @@ mod stats;
 mod stdio_guard;
 mod subreaper;
 mod sys;
+#[cfg(test)]
+mod test_watchdog;
 mod worker_pool;
 mod wrap;
 mod write_queue;

@@ -302,6 +302,52 @@ fn a_killed_probe_leaves_a_junit_file_that_says_so_and_no_server() {
     });
 }
 
+/// A new, empty directory for one test's reports.
+fn fresh_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("mcpipe-probe-ci-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir(&dir).unwrap();
+    dir
+}
+
+/// The names in `dir`, sorted.
+fn names_in(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Starts a probe of a server that never answers, writing `junit` (its handshake check waits
+/// 1 s), and returns once its first report ("did not finish") stands.
+fn probe_a_silent_server(junit: &std::path::Path, stderr: Stdio) -> std::process::Child {
+    let child = Command::new(mcpipe_bin())
+        .args([
+            "probe",
+            "--time-scale",
+            "0.2",
+            "--only",
+            "handshake",
+            "--junit",
+        ])
+        .arg(junit)
+        .args(["--", "python3"])
+        .arg(fixture_path("never_answers.py"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while !std::fs::read_to_string(junit).is_ok_and(|t| t.contains("did not finish")) {
+        assert!(started.elapsed() < Duration::from_secs(10), "no report");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child
+}
+
 /// Review: the report was written over the `--junit` file in place, so a probe killed
 /// during that write left a truncated file no JUnit reader can parse. Each report is now
 /// written beside the file and renamed over it: a second name (a hard link) taken for the
@@ -310,36 +356,11 @@ fn a_killed_probe_leaves_a_junit_file_that_says_so_and_no_server() {
 #[test]
 fn each_junit_report_replaces_the_file_in_one_step() {
     watchdog(Duration::from_secs(60), || {
-        let dir =
-            std::env::temp_dir().join(format!("mcpipe-probe-ci-atomic-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir(&dir).unwrap();
+        let dir = fresh_dir("atomic");
         let junit = dir.join("report.xml");
         std::fs::write(&junit, "old report").unwrap();
         std::fs::hard_link(&junit, dir.join("before.xml")).unwrap();
-        // The handshake check waits 1 s for a server that never answers.
-        let mut child = Command::new(mcpipe_bin())
-            .args([
-                "probe",
-                "--time-scale",
-                "0.2",
-                "--only",
-                "handshake",
-                "--junit",
-            ])
-            .arg(&junit)
-            .args(["--", "python3"])
-            .arg(fixture_path("never_answers.py"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let started = Instant::now();
-        while !std::fs::read_to_string(&junit).is_ok_and(|t| t.contains("did not finish")) {
-            assert!(started.elapsed() < Duration::from_secs(10), "no report");
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        let mut child = probe_a_silent_server(&junit, Stdio::null());
         std::fs::hard_link(&junit, dir.join("during.xml")).unwrap();
         let status = child.wait().unwrap();
         assert_eq!(status.code(), Some(1), "the handshake fails");
@@ -347,11 +368,7 @@ fn each_junit_report_replaces_the_file_in_one_step() {
         assert_eq!(read["suite"]["failures"], "1", "{read:#}");
         let before = std::fs::read_to_string(dir.join("before.xml")).unwrap();
         let during = std::fs::read_to_string(dir.join("during.xml")).unwrap();
-        let mut names: Vec<String> = std::fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
+        let names = names_in(&dir);
         let _ = std::fs::remove_dir_all(&dir);
         assert_eq!(
             before, "old report",
@@ -373,19 +390,8 @@ fn each_junit_report_replaces_the_file_in_one_step() {
 #[test]
 fn a_junit_report_that_cannot_be_renamed_into_place_leaves_no_temporary_file() {
     watchdog(Duration::from_secs(60), || {
-        let dir =
-            std::env::temp_dir().join(format!("mcpipe-probe-ci-rename-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir(&dir).unwrap();
+        let dir = fresh_dir("rename");
         let junit = dir.join("report.xml");
-        let names = || -> Vec<String> {
-            let mut names: Vec<String> = std::fs::read_dir(&dir)
-                .unwrap()
-                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-                .collect();
-            names.sort();
-            names
-        };
 
         std::fs::create_dir(&junit).unwrap();
         let fixture = fixture_path("never_answers.py");
@@ -397,36 +403,14 @@ fn a_junit_report_that_cannot_be_renamed_into_place_leaves_no_temporary_file() {
             fixture.to_str().unwrap(),
         ]);
         let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-        let before = names();
+        let before = names_in(&dir);
 
         std::fs::remove_dir(&junit).unwrap();
-        // The handshake check waits 1 s for a server that never answers.
-        let child = Command::new(mcpipe_bin())
-            .args([
-                "probe",
-                "--time-scale",
-                "0.2",
-                "--only",
-                "handshake",
-                "--junit",
-            ])
-            .arg(&junit)
-            .args(["--", "python3"])
-            .arg(&fixture)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let started = Instant::now();
-        while !std::fs::read_to_string(&junit).is_ok_and(|t| t.contains("did not finish")) {
-            assert!(started.elapsed() < Duration::from_secs(10), "no report");
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        let child = probe_a_silent_server(&junit, Stdio::piped());
         std::fs::remove_file(&junit).unwrap();
         std::fs::create_dir(&junit).unwrap();
         let ended = child.wait_with_output().unwrap();
-        let at_end = names();
+        let at_end = names_in(&dir);
         let _ = std::fs::remove_dir_all(&dir);
 
         assert_eq!(output.status.code(), Some(2), "{stderr}");

@@ -1,7 +1,9 @@
-//! `mcpipe wrap` restarting a server: requests not yet written to a crashed server go to the
-//! next one only, a restarted server that never answers the replayed `initialize` is ended
-//! once, and the pause before a restart grows only within a crash loop. Over pipes, each test
-//! under a watchdog.
+//! `mcpipe wrap` restarting a server: a crash answers the requests in flight and the next
+//! server serves, too many crashes end in a refusal that says why, requests not yet written
+//! to a crashed server go to the next one only, a restarted server that never answers the
+//! replayed `initialize` is ended once, the client hears of a list that changed across a
+//! restart, and the pause before a restart grows only within a crash loop. Over pipes, each
+//! test under a watchdog.
 
 mod util;
 
@@ -9,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use util::watchdog;
-use util::wrap::{burst, pid_file, pids_in, received, responses, wrapped};
+use util::wrap::{burst, gone_within, pid_file, pids_in, received, responses, wrapped};
 
 #[test]
 fn a_request_not_yet_written_to_a_crashed_server_is_answered_by_the_next_one_only() {
@@ -196,4 +198,94 @@ fn a_server_that_ran_for_a_whole_restart_window_is_restarted_after_the_first_pau
     );
     p.close_stdin();
     assert_eq!(p.wait_exit(), Some(0));
+}
+
+#[test]
+fn a_crash_answers_requests_in_flight_and_the_restarted_server_serves_the_next() {
+    let _w = watchdog("wrap_crash", Duration::from_secs(60));
+    let pids = pid_file("crash");
+    let mut p = wrapped(&[], "crash", pids.to_str());
+    burst(&mut p);
+    p.result(1);
+    p.call(2, "crash", json!({}));
+    let failed = p.response(2);
+    assert_eq!(failed["error"]["code"], -32603, "{failed}");
+    assert_eq!(failed["error"]["data"]["exitCode"], 7, "{failed}");
+    p.call(3, "echo", json!({}));
+    assert_eq!(p.result(3)["content"][0]["text"], "ok");
+    let started = pids_in(&pids);
+    assert_eq!(started.len(), 2, "one restart: {started:?}");
+    p.close_stdin();
+    assert_eq!(p.wait_exit(), Some(0));
+    assert!(started
+        .iter()
+        .all(|pid| gone_within(*pid, Duration::from_secs(2))));
+}
+
+#[test]
+fn after_too_many_crashes_it_gives_up_answers_errors_and_exits_3() {
+    let _w = watchdog("wrap_give_up", Duration::from_secs(60));
+    let pids = pid_file("give-up");
+    let mut p = wrapped(&["--max-restarts", "1"], "crash", pids.to_str());
+    burst(&mut p);
+    p.result(1);
+    for id in [2, 3] {
+        p.call(id, "crash", json!({}));
+        assert_eq!(p.error_code(id), -32603);
+    }
+    p.request(4, "ping", json!({}));
+    let refused = p.response(4);
+    // Field review: every request after the wrapper gave up was told only "not running (it
+    // exited too often, or could not be started)", though the wrapper knew which, how the
+    // server last ended, and what it said last on stderr.
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    for said in [
+        "the wrapped server hazard is not running: it ended 2 times within ",
+        " ms (at most 1 restart is allowed within 60 s)",
+        "; the last time, it exited (exit status: 7)",
+        "; its last line on stderr: crashing on purpose (start 2)",
+    ] {
+        assert!(message.contains(said), "{said:?} not in {refused}");
+    }
+    let data = &refused["error"]["data"];
+    assert_eq!(data["exitCode"], 7, "{refused}");
+    assert_eq!(data["starts"], 2, "{refused}");
+    assert_eq!(data["stderr"], "crashing on purpose (start 2)", "{refused}");
+    p.close_stdin();
+    assert_eq!(p.wait_exit(), Some(3));
+}
+
+#[test]
+fn after_a_restart_the_client_is_told_when_a_list_changed() {
+    let _w = watchdog("wrap_relist", Duration::from_secs(60));
+    let pids = pid_file("relist");
+    let mut p = wrapped(&[], "crash-relist", pids.to_str());
+    burst(&mut p);
+    assert_eq!(p.result(1)["tools"][0]["name"], "start-1");
+    p.call(2, "crash", json!({}));
+    assert_eq!(p.error_code(2), -32603);
+    // The restarted server lists other tools: the client hears of it, then sees them.
+    p.request(3, "tools/list", json!({}));
+    let (before, answer) = p.until_response(3);
+    assert_eq!(answer["result"]["tools"][0]["name"], "start-2", "{answer}");
+    assert!(
+        before
+            .iter()
+            .any(|m| m["method"] == "notifications/tools/list_changed"),
+        "no list_changed before the answer: {before:?}"
+    );
+}
+
+#[test]
+fn after_a_restart_with_the_same_lists_the_client_is_told_nothing() {
+    let _w = watchdog("wrap_same_lists", Duration::from_secs(60));
+    let pids = pid_file("same-lists");
+    let mut p = wrapped(&[], "crash", pids.to_str());
+    burst(&mut p);
+    p.result(1);
+    p.call(2, "crash", json!({}));
+    assert_eq!(p.error_code(2), -32603);
+    p.request(3, "tools/list", json!({}));
+    let (before, _) = p.until_response(3);
+    assert!(before.is_empty(), "unexpected messages: {before:?}");
 }

@@ -15,9 +15,9 @@ use std::thread::{self, Thread};
 
 use serde_json::Value;
 
-use super::link::lock;
 use super::options::Progress;
 use crate::error::Error;
+use crate::lock::lock;
 
 /// What the IO thread tells the caller of one request.
 #[derive(Debug)]
@@ -134,30 +134,8 @@ impl Drop for EventReceiver {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::mpsc;
+    use crate::test_watchdog::watchdog;
     use std::time::Duration;
-
-    /// How long one test may take before it fails as a hang.
-    const LIMIT: Duration = Duration::from_secs(60);
-
-    /// Runs `test` on a thread of its own and fails if it is still running after `LIMIT`.
-    fn watchdog(test: impl FnOnce() + Send + 'static) {
-        let (done, finished) = mpsc::channel();
-        let thread = thread::spawn(move || {
-            test();
-            let _ = done.send(());
-        });
-        match finished.recv_timeout(LIMIT) {
-            Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => {
-                if let Err(panic) = thread.join() {
-                    std::panic::resume_unwind(panic);
-                }
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                panic!("the test did not end within {LIMIT:?}")
-            }
-        }
-    }
 
     fn progress(n: f64) -> Event {
         Event::Progress(Progress {

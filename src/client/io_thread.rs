@@ -7,11 +7,12 @@ use std::sync::mpsc::{Receiver, Sender, TryRecvError};
 use std::time::{Duration, Instant};
 
 use super::call_events::Event;
-use super::link::{lock, Command, Detached, Ended, Link, View};
+use super::link::{Command, Detached, Ended, Link, View};
 use super::process::{Shutdown, ShutdownStage};
 use super::{dead_error, server_has_exited, Client, Dead, Until};
 use crate::error::Error;
 use crate::handler::catch_panic;
+use crate::lock::lock;
 
 impl Client {
     pub(super) fn view(&self) -> View {

@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread::ThreadId;
 use std::time::Duration;
 
@@ -19,6 +19,7 @@ use super::options::{Progress, RequestOptions};
 use super::process::Shutdown;
 use super::ClientStats;
 use crate::error::Error;
+use crate::lock::lock;
 use crate::message::Notification;
 
 /// Who waits for a request of the shared client (the session keeps its deadlines).
@@ -220,12 +221,6 @@ pub(super) fn deadlock() -> Error {
         "using a shared client from its own callbacks",
         io::Error::from(io::ErrorKind::Deadlock),
     )
-}
-
-/// A mutex that a panicking holder did not make unusable: every value guarded here is valid
-/// at every step.
-pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// One request in flight on a [`SharedClient`](super::SharedClient): wait for its answer, or

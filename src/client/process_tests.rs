@@ -5,27 +5,7 @@
 #![cfg(target_os = "linux")]
 
 use super::*;
-use std::sync::mpsc;
-
-/// How long one test may take before it fails as a hang.
-const LIMIT: Duration = Duration::from_secs(60);
-
-/// Runs `test` on a thread of its own and fails if it is still running after `LIMIT`.
-fn watchdog(test: impl FnOnce() + Send + 'static) {
-    let (done, finished) = mpsc::channel();
-    let thread = std::thread::spawn(move || {
-        test();
-        let _ = done.send(());
-    });
-    match finished.recv_timeout(LIMIT) {
-        Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => {
-            if let Err(panic) = thread.join() {
-                std::panic::resume_unwind(panic);
-            }
-        }
-        Err(mpsc::RecvTimeoutError::Timeout) => panic!("the test did not end within {LIMIT:?}"),
-    }
-}
+use crate::test_watchdog::{watchdog, LIMIT};
 
 fn spawn(program: &str, args: &[&str]) -> ServerProcess {
     let spec = Spawn {

@@ -21,7 +21,7 @@ use serde_json::Value;
 use super::call_events;
 use super::era::{Asked, Era};
 use super::exchange::{self, Exchange};
-use super::link::{self, lock, Call, Command, Link, LinkState, Plan, View};
+use super::link::{self, Call, Command, Link, LinkState, Plan, View};
 use super::options::RequestOptions;
 use super::process::{Shutdown, ShutdownStage};
 use super::retry::{self, RetryPolicy};
@@ -30,6 +30,7 @@ use super::{Client, ClientBuilder, ClientStats};
 use crate::deadline;
 use crate::error::Error;
 use crate::handler::catch_panic;
+use crate::lock::lock;
 use crate::message::Notification;
 
 /// A client of one MCP server that many threads can use at once: `Send + Sync` and cheap to

@@ -23,12 +23,13 @@ use serde_json::json;
 use super::from_server::ServerOutput;
 use super::ids::{self, RELIST_PREFIX, REPLAY_PREFIX};
 use super::shared::{
-    lock, Outgoing, Pending, Replay, Shared, Stop, KILL_AFTER_TERM, STOPPING_TICK, TICK,
+    Outgoing, Pending, Replay, Shared, Stop, KILL_AFTER_TERM, STOPPING_TICK, TICK,
 };
 use super::to_server;
 use crate::diagnostics;
 use crate::id_map::IdSet;
 use crate::line_buffer::{Line, LineBuffer};
+use crate::lock::lock;
 use crate::message::{ErrorCode, ErrorObject, Message, RequestId};
 use crate::process_tree::ProcessTree;
 use crate::responder::LoopHandle;

@@ -10,11 +10,12 @@ use std::sync::atomic::Ordering;
 use serde_json::Value;
 
 use super::ids::{self, NUDGE_PREFIX, RELIST_PREFIX};
-use super::shared::{is_remembered_list, lock, Shared, LISTS};
+use super::shared::{is_remembered_list, Shared, LISTS};
 use crate::diagnostics;
 use crate::handler::Context;
 use crate::json_read;
 use crate::line_buffer::{Line, LineBuffer};
+use crate::lock::lock;
 use crate::message::{ErrorObject, Message, RequestId, Response};
 use crate::readiness::{Fill, Input};
 use crate::relayed;

@@ -13,13 +13,14 @@ use serde_json::{json, Value};
 use super::child;
 use super::from_server::{self, ServerOutput};
 use super::ids;
-use super::shared::{is_remembered_list, lock, Pending, Shared, HOLD_BYTES};
+use super::shared::{is_remembered_list, Pending, Shared, HOLD_BYTES};
 use super::signals::LateSignals;
 use crate::deadline;
 use crate::diagnostics;
 use crate::error::Outcome;
 use crate::handler::{Context, Handler};
 use crate::id_map::IdSet;
+use crate::lock::lock;
 use crate::message::{ErrorObject, Message, Notification, Request, RequestId, Response};
 
 /// How long the end may wait for the supervisor, beyond the server's own grace.
@@ -124,11 +125,7 @@ impl Handler for Relay {
             deadline,
             first_page,
         };
-        self.shared
-            .pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(request.id.clone(), pending);
+        lock(&self.shared.pending).insert(request.id.clone(), pending);
         let mut line = cx.take_raw_line();
         if ids::is_reserved(&request.id) {
             // The client's id could be taken for one of the wrapper's own (`ids`): the server
@@ -271,6 +268,9 @@ impl Relay {
     }
 
     fn shared_init(&self) -> std::sync::MutexGuard<'_, Option<Value>> {
-        self.shared.init.lock().unwrap_or_else(|p| p.into_inner())
+        self.shared
+            .init
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }

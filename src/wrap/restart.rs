@@ -18,8 +18,9 @@
 use memchr::memchr;
 
 use super::ids;
-use super::shared::{lock, Outgoing, Pending, Queue, Shared};
+use super::shared::{Outgoing, Pending, Queue, Shared};
 use crate::id_map::IdSet;
+use crate::lock::lock;
 use crate::message::{ErrorObject, Message, RequestId};
 
 impl Shared {

@@ -6,7 +6,7 @@ use std::collections::{HashMap, VecDeque};
 use std::os::fd::OwnedFd;
 use std::process::ExitStatus;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -15,6 +15,7 @@ use super::pacing::Pacing;
 use super::Wrapper;
 use crate::deadline;
 use crate::id_map::{GivenUp, IdMap};
+use crate::lock::lock;
 use crate::message::{ErrorObject, Message, RequestId};
 use crate::responder::Responder;
 
@@ -49,11 +50,6 @@ pub(super) const TICK: Duration = Duration::from_millis(5);
 /// How often it looks once the end was asked for: the server's exit is then what the client
 /// waits for (the wrapper's exit), so it is noticed within a millisecond, not a tick.
 pub(super) const STOPPING_TICK: Duration = Duration::from_millis(1);
-
-pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic while holding one of these locks leaves plain data behind: go on with it.
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// A request of the client's that the server has not answered yet.
 #[derive(Debug)]

@@ -11,8 +11,9 @@ use std::time::{Duration, Instant};
 
 use super::ids::{NUDGE_PREFIX, REPLAY_PREFIX};
 use super::pacing::{Mode, MAX_BATCH_BYTES};
-use super::shared::{lock, Outgoing, Queue, Shared, GATHER_BYTES, HOLD_BYTES, TICK};
+use super::shared::{Outgoing, Queue, Shared, GATHER_BYTES, HOLD_BYTES, TICK};
 use crate::diagnostics;
+use crate::lock::lock;
 use crate::message::{Message, RequestId};
 use crate::responder::LoopHandle;
 use crate::sys;
