@@ -27,6 +27,7 @@ other than `std::os::linux` are not checked.
 """
 
 import argparse
+import concurrent.futures
 import glob
 import json
 import os
@@ -217,33 +218,46 @@ def main():
             if not path.startswith(os.path.join("fuzz", "corpus")):
                 with open(path, encoding="utf-8") as f:
                     sources.append(f.read())
+    targets = options.target or DEFAULT_TARGETS
+    # Each target's expansions are independent of the others': one thread a CPU, each driving
+    # its own rustc processes in its own temporary directory; the reports print in order.
+    workers = max(1, min(len(targets), os.cpu_count() or 1))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+        checks = [pool.submit(check, target, libc_root, version, sources, options.list)
+                  for target in targets]
+        reports = [c.result() for c in checks]
     failures = 0
-    for target in options.target or DEFAULT_TARGETS:
-        defined = defined_names(expand(libc_root, target, [])[0])
-        if not ALWAYS_DEFINED <= defined:
-            sys.exit(f"the expansion of libc for {target} lacks {ALWAYS_DEFINED - defined}")
-        used = {}
-        linux_std = set()
-        with tempfile.TemporaryDirectory() as tmp:
-            stand_ins = StandIns(tmp, target, sources)
-            for root, cfg_sets in units():
-                for cfgs in cfg_sets:
-                    text = stand_ins.expand_unit(root, target, cfgs)
-                    for name in USED.findall(text):
-                        used.setdefault(name, set()).add(root)
-                    if "std::os::linux" in text:
-                        linux_std.add(root)
-        missing = sorted(n for n in used if n not in defined)
-        print(f"{target} (libc {version}): {len(used)} libc names used, {len(missing)} missing")
-        for name in sorted(used):
-            if options.list or name in missing:
-                mark = "MISSING" if name in missing else "ok"
-                print(f"  {mark:7} libc::{name:24} {', '.join(sorted(used[name]))}")
-        for root in sorted(linux_std):
-            print(f"  std::os::linux in {root}")
-        failures += len(missing) + len(linux_std)
+    for lines, failed in reports:
+        print("\n".join(lines))
+        failures += failed
     return 1 if failures else 0
 
+
+def check(target, libc_root, version, sources, list_all):
+    """The report lines for one target, and how many failures they show."""
+    defined = defined_names(expand(libc_root, target, [])[0])
+    if not ALWAYS_DEFINED <= defined:
+        sys.exit(f"the expansion of libc for {target} lacks {ALWAYS_DEFINED - defined}")
+    used = {}
+    linux_std = set()
+    with tempfile.TemporaryDirectory() as tmp:
+        stand_ins = StandIns(tmp, target, sources)
+        for root, cfg_sets in units():
+            for cfgs in cfg_sets:
+                text = stand_ins.expand_unit(root, target, cfgs)
+                for name in USED.findall(text):
+                    used.setdefault(name, set()).add(root)
+                if "std::os::linux" in text:
+                    linux_std.add(root)
+    missing = sorted(n for n in used if n not in defined)
+    lines = [f"{target} (libc {version}): {len(used)} libc names used, {len(missing)} missing"]
+    for name in sorted(used):
+        if list_all or name in missing:
+            mark = "MISSING" if name in missing else "ok"
+            lines.append(f"  {mark:7} libc::{name:24} {', '.join(sorted(used[name]))}")
+    for root in sorted(linux_std):
+        lines.append(f"  std::os::linux in {root}")
+    return lines, len(missing) + len(linux_std)
 
 if __name__ == "__main__":
     sys.exit(main())
