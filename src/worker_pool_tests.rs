@@ -248,7 +248,11 @@ fn dropping_the_pool_waits_only_for_live_threads() {
         let started = Instant::now();
         drop(pool);
         let took = started.elapsed();
-        assert_eq!(flag.load(Ordering::Acquire), 1, "the live job was not waited for");
+        assert_eq!(
+            flag.load(Ordering::Acquire),
+            1,
+            "the live job was not waited for"
+        );
         // The ended threads are not waited for: well under the 2 s grace.
         assert!(took < Duration::from_secs(1), "the drop took {took:?}");
     });
