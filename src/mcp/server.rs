@@ -300,8 +300,8 @@ impl<S: 'static> McpServer<S> {
     /// Its [`McpContext`] works as on the loop's thread: cancellation (a flag the loop sets;
     /// [`McpContext::sleep`] wakes at once), progress, logging, requests to the client
     /// (routed through the loop), [`McpContext::run_command`] (its process group is stopped
-    /// within a second of a cancellation). A panic gives an `isError` result and the pool keeps
-    /// its threads. Announced changes are delivered before the answer.
+    /// within a second of a cancellation). A panic gives an `isError` result and the thread goes
+    /// on. Announced changes are delivered before the answer.
     ///
     /// Use it for anything that waits: sleeps, commands, network or disk I/O, questions to the
     /// client. Keep [`McpServer::tool`] for quick tools, which run on the loop's thread with no
