@@ -144,16 +144,19 @@ impl WorkerPool {
             state.reserved += 1;
             return Ok(Room(()));
         }
-        // Counted before it runs, so that no other decision takes it for missing.
+        // Counted, and the job's place reserved, before the thread runs: otherwise it could
+        // find nothing promised and end before the job comes.
         state.live += 1;
+        state.reserved += 1;
         drop(state);
         let started = self.start_thread();
-        let mut state = self.shared.state();
         match started {
             Ok(()) => self.start_failed = false,
             Err(e) => {
+                let mut state = self.shared.state();
                 state.live -= 1;
                 if state.live == 0 {
+                    state.reserved -= 1;
                     return Err(e);
                 }
                 if !self.start_failed {
@@ -165,7 +168,6 @@ impl WorkerPool {
                 self.start_failed = true;
             }
         }
-        state.reserved += 1;
         Ok(Room(()))
     }
 

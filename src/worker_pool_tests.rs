@@ -25,17 +25,43 @@ fn signal(done: &Sender<()>) -> Job {
     Box::new(move || done.send(()).unwrap())
 }
 
-/// Waits (at most [`BOUND`]) until the pool has `want` live threads.
-fn wait_for_threads(pool: &WorkerPool, want: usize) {
+/// A job that runs until the sender returned with it says so, then says on `done` that it
+/// ended.
+fn held(done: &Sender<()>) -> (Sender<()>, Job) {
+    let (release, held) = mpsc::channel::<()>();
+    let done = done.clone();
+    let job = Box::new(move || {
+        held.recv_timeout(BOUND).unwrap();
+        done.send(()).unwrap();
+    });
+    (release, job)
+}
+
+/// Waits (at most [`BOUND`]) until `done` holds for the pool's counts.
+fn wait_for(pool: &WorkerPool, what: &str, done: impl Fn(&State) -> bool) {
     let until = Instant::now() + BOUND;
-    while pool.threads() != want {
+    loop {
+        let state = pool.shared.state();
+        if done(&state) {
+            return;
+        }
         assert!(
             Instant::now() < until,
-            "{} threads live after {BOUND:?}, not {want}",
-            pool.threads()
+            "not {what} after {BOUND:?}: {state:?}"
         );
+        drop(state);
         std::thread::sleep(Duration::from_millis(2));
     }
+}
+
+/// Waits until the pool has `want` live threads.
+fn wait_for_threads(pool: &WorkerPool, want: usize) {
+    wait_for(pool, &format!("{want} threads"), |s| s.live == want);
+}
+
+/// Waits until every live thread waits for a job.
+fn wait_for_idle(pool: &WorkerPool) {
+    wait_for(pool, "all idle", |s| s.idle == s.live);
 }
 
 #[test]
@@ -123,16 +149,9 @@ fn dropping_the_pool_joins_its_threads() {
 fn idle_threads_end_after_the_keep_alive_and_a_busy_one_does_not() {
     watchdog(|| {
         let mut pool = WorkerPool::new(8, Duration::from_millis(50));
-        let (release, held) = mpsc::channel::<()>();
         let (tx, rx) = mpsc::channel();
-        let busy_done = tx.clone();
-        start(
-            &mut pool,
-            Box::new(move || {
-                held.recv_timeout(BOUND).unwrap();
-                busy_done.send(()).unwrap();
-            }),
-        );
+        let (release, busy) = held(&tx);
+        start(&mut pool, busy);
         for _ in 0..3 {
             start(&mut pool, signal(&tx));
         }
@@ -180,6 +199,7 @@ fn a_reservation_keeps_the_idle_thread_it_counts_on_from_ending() {
         let (tx, rx) = mpsc::channel();
         start(&mut pool, signal(&tx));
         rx.recv_timeout(BOUND).unwrap();
+        wait_for_idle(&pool);
         // One idle thread: the room relies on it, and the job comes ten keep-alives later (what
         // a thread ending between `make_room` and `submit` would strand).
         let room = pool.make_room().unwrap();
@@ -197,24 +217,31 @@ fn jobs_submitted_just_as_threads_time_out_are_never_stranded() {
     watchdog(|| {
         // Each round lets the threads idle for about one keep-alive (a little less, as much, a
         // little more) and spreads `make_room` and `submit` over a moment, so that threads time
-        // out before, between and after the two.
-        let keep_alive = Duration::from_millis(2);
-        let mut pool = WorkerPool::new(3, keep_alive);
-        let (tx, rx) = mpsc::channel();
-        for round in 0..1000u32 {
-            let burst = 1 + round % 3;
-            let rooms: Vec<Room> = (0..burst)
-                .map(|_| pool.make_room().expect("a worker thread starts"))
-                .collect();
-            std::thread::sleep(Duration::from_micros(u64::from(round % 7) * 100));
-            for room in rooms {
-                pool.submit(room, signal(&tx));
+        // out before, between and after the two; with a keep-alive of zero every round starts
+        // threads that find no job yet.
+        for keep_alive in [Duration::ZERO, Duration::from_millis(2)] {
+            let mut pool = WorkerPool::new(3, keep_alive);
+            let (tx, rx) = mpsc::channel();
+            for round in 0..600u32 {
+                let burst = 1 + round % 3;
+                let rooms: Vec<Room> = (0..burst)
+                    .map(|_| pool.make_room().expect("a worker thread starts"))
+                    .collect();
+                std::thread::sleep(Duration::from_micros(u64::from(round % 7) * 100));
+                for room in rooms {
+                    pool.submit(room, signal(&tx));
+                }
+                for _ in 0..burst {
+                    rx.recv_timeout(BOUND).unwrap_or_else(|_| {
+                        panic!(
+                            "keep-alive {keep_alive:?}, round {round}: a job was left in the queue: {:?}",
+                            pool.shared.state()
+                        )
+                    });
+                }
+                let idle = keep_alive + Duration::from_micros(u64::from(round % 11) * 100);
+                std::thread::sleep(idle.saturating_sub(Duration::from_micros(500)));
             }
-            for _ in 0..burst {
-                rx.recv_timeout(BOUND)
-                    .unwrap_or_else(|_| panic!("round {round}: a job was left in the queue"));
-            }
-            std::thread::sleep(Duration::from_micros(1400 + u64::from(round % 11) * 100));
         }
     });
 }
@@ -262,16 +289,9 @@ fn dropping_the_pool_waits_only_for_live_threads() {
 fn a_pool_whose_threads_ended_and_none_can_start_says_so() {
     watchdog(|| {
         let mut pool = WorkerPool::new(4, Duration::from_millis(20));
-        let (release, held) = mpsc::channel::<()>();
         let (tx, rx) = mpsc::channel();
-        let busy_done = tx.clone();
-        start(
-            &mut pool,
-            Box::new(move || {
-                held.recv_timeout(BOUND).unwrap();
-                busy_done.send(()).unwrap();
-            }),
-        );
+        let (release, busy) = held(&tx);
+        start(&mut pool, busy);
         pool.stack_size = Some(NO_STACK);
         // A thread runs: the job waits for it.
         start(&mut pool, signal(&tx));
@@ -297,7 +317,8 @@ fn a_keep_alive_of_zero_ends_threads_at_once_and_one_of_max_never() {
         for pool in [&mut brief, &mut lasting] {
             for _ in 0..3 {
                 start(pool, signal(&tx));
-                rx.recv_timeout(BOUND).unwrap();
+                rx.recv_timeout(BOUND).expect("the job runs");
+                wait_for_idle(pool);
             }
         }
         wait_for_threads(&brief, 0);

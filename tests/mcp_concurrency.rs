@@ -498,6 +498,14 @@ fn wait_for_worker_threads(pid: u32, want: impl Fn(usize) -> bool, limit: Durati
     }
 }
 
+/// The id of the task a `tools/call` result stands for.
+fn task_id(result: &serde_json::Value) -> String {
+    result["task"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not a task: {result}"))
+        .to_owned()
+}
+
 #[test]
 fn idle_worker_threads_end_after_the_keep_alive_and_a_later_call_starts_one() {
     let _w = watchdog("worker_keep_alive", Duration::from_secs(60));
@@ -528,10 +536,7 @@ fn idle_worker_threads_end_after_the_keep_alive_and_a_later_call_starts_one() {
     for id in 1..=6 {
         assert_eq!(text(&answered[&id]["result"]), "slept 1000 ms");
     }
-    let task = answered[&7]["result"]["task"]["taskId"]
-        .as_str()
-        .expect("a task")
-        .to_owned();
+    let task = task_id(&answered[&7]["result"]);
     demo.request(8, "tasks/result", json!({ "taskId": task }));
     assert_eq!(text(&demo.result(8)), "slept 1000 ms");
     // Idle, every thread ends after the 200 ms keep-alive (a generous bound).
@@ -544,10 +549,7 @@ fn idle_worker_threads_end_after_the_keep_alive_and_a_later_call_starts_one() {
         "tools/call",
         json!({ "name": "sleep", "arguments": { "ms": 10 }, "task": { "ttl": 60000 } }),
     );
-    let task = demo.result(10)["task"]["taskId"]
-        .as_str()
-        .expect("a task")
-        .to_owned();
+    let task = task_id(&demo.result(10));
     demo.request(11, "tasks/result", json!({ "taskId": task }));
     assert_eq!(text(&demo.result(11)), "slept 10 ms");
     wait_for_worker_threads(pid, |n| n == 0, Duration::from_secs(10));
