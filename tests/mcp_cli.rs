@@ -45,6 +45,7 @@ fn help_goes_to_stdout_and_exits_zero() {
         "--idle-timeout-ms",
         "--max-message-bytes",
         "--shutdown-grace-ms",
+        "--worker-keep-alive-ms",
         "--allow-run",
         "--help",
     ] {
@@ -59,6 +60,7 @@ fn unknown_flags_print_usage_and_exit_two() {
         &["--idle-timeout-ms"],
         &["--idle-timeout-ms", "soon"],
         &["--shutdown-grace-ms", "-1"],
+        &["--worker-keep-alive-ms", "soon"],
         &["extra"],
     ] {
         let (code, stdout, stderr) = run_demo(args);

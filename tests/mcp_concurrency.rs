@@ -316,10 +316,15 @@ static POOL_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// only, `None` elsewhere (the thread counts are then left unchecked). (The tests that run a
 /// pool in this process hold [`POOL_TESTS`]; the others drive `mcpipe demo` processes.)
 fn worker_threads() -> Option<usize> {
+    worker_threads_in("self")
+}
+
+/// Worker-pool threads of process `pid` ("self": this one), from /proc (Linux only).
+fn worker_threads_in(pid: &str) -> Option<usize> {
     if !cfg!(target_os = "linux") {
         return None;
     }
-    let count = std::fs::read_dir("/proc/self/task")
+    let count = std::fs::read_dir(format!("/proc/{pid}/task"))
         .unwrap()
         .flatten()
         .filter(|task| {
@@ -472,4 +477,82 @@ fn a_worker_answers_while_a_tool_waits_on_the_loops_thread() {
     assert_eq!(text(&second["result"]), "dozed 1500", "{second}");
     drop(in_w);
     server.join().unwrap();
+}
+
+/// Polls [`worker_threads_in`] until `want` holds (true at once where /proc is missing);
+/// fails after `limit`, with the last count.
+fn wait_for_worker_threads(pid: u32, want: impl Fn(usize) -> bool, limit: Duration) -> usize {
+    let until = Instant::now() + limit;
+    loop {
+        let Some(threads) = worker_threads_in(&pid.to_string()) else {
+            return 0;
+        };
+        if want(threads) {
+            return threads;
+        }
+        assert!(
+            Instant::now() < until,
+            "still {threads} worker threads after {limit:?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The id of the task a `tools/call` result stands for.
+fn task_id(result: &serde_json::Value) -> String {
+    result["task"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not a task: {result}"))
+        .to_owned()
+}
+
+#[test]
+fn idle_worker_threads_end_after_the_keep_alive_and_a_later_call_starts_one() {
+    let _w = watchdog("worker_keep_alive", Duration::from_secs(60));
+    let mut demo = Proc::demo(&["--worker-keep-alive-ms", "200"]);
+    demo.initialize();
+    let pid = demo.pid();
+    // A burst: six concurrent sleeps and a task, in one write.
+    let mut burst = Vec::new();
+    for id in 1..=7 {
+        let mut params = json!({ "name": "sleep", "arguments": { "ms": 1000 } });
+        if id == 7 {
+            params["task"] = json!({ "ttl": 60000 });
+        }
+        let line = json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params });
+        burst.extend(serde_json::to_vec(&line).unwrap());
+        burst.push(b'\n');
+    }
+    demo.write_raw(&burst);
+    // A thread each while they sleep.
+    wait_for_worker_threads(pid, |n| n == 7, Duration::from_secs(5));
+    let mut answered = std::collections::BTreeMap::new();
+    while answered.len() < 7 {
+        let msg = demo.next();
+        if let Some(id) = msg.get("id").and_then(|v| v.as_i64()) {
+            assert!(answered.insert(id, msg).is_none(), "id {id} answered twice");
+        }
+    }
+    for id in 1..=6 {
+        assert_eq!(text(&answered[&id]["result"]), "slept 1000 ms");
+    }
+    let task = task_id(&answered[&7]["result"]);
+    demo.request(8, "tasks/result", json!({ "taskId": task }));
+    assert_eq!(text(&demo.result(8)), "slept 1000 ms");
+    // Idle, every thread ends after the 200 ms keep-alive (a generous bound).
+    wait_for_worker_threads(pid, |n| n == 0, Duration::from_secs(10));
+    // A later call, and a later task, start a thread again.
+    demo.call(9, "sleep", json!({ "ms": 10 }));
+    assert_eq!(text(&demo.result(9)), "slept 10 ms");
+    demo.request(
+        10,
+        "tools/call",
+        json!({ "name": "sleep", "arguments": { "ms": 10 }, "task": { "ttl": 60000 } }),
+    );
+    let task = task_id(&demo.result(10));
+    demo.request(11, "tasks/result", json!({ "taskId": task }));
+    assert_eq!(text(&demo.result(11)), "slept 10 ms");
+    wait_for_worker_threads(pid, |n| n == 0, Duration::from_secs(10));
+    demo.close_stdin();
+    assert_eq!(demo.wait_exit(), Some(0));
 }

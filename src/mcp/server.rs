@@ -43,6 +43,13 @@ use crate::worker_pool::WorkerPool;
 /// The default most threads of the worker pool (see [`McpServer::workers`]).
 const DEFAULT_WORKERS: usize = 32;
 
+/// How long an idle thread of the worker pool stays by default (see
+/// [`McpServer::worker_keep_alive`]): tokio's blocking pool keeps one as long. Long enough
+/// that a burst of calls, or a model's next step, finds threads ready; short enough that an
+/// idle server gives back a burst's threads within seconds. Starting a thread again costs
+/// tens of microseconds, nothing beside a call slow enough to be concurrent.
+const DEFAULT_WORKER_KEEP_ALIVE: Duration = Duration::from_secs(10);
+
 mod calls;
 mod handshake;
 mod methods;
@@ -164,6 +171,8 @@ pub struct McpServer<S = ()> {
     pool: Option<WorkerPool>,
     /// The most threads `pool` may have.
     workers: usize,
+    /// How long a thread of `pool` waits for a job before it ends.
+    worker_keep_alive: Duration,
     /// Tasks (of tools that allow them), owned by the loop's thread.
     tasks: TaskStore<tasks::Resume>,
 }
@@ -217,6 +226,7 @@ impl<S: 'static> McpServer<S> {
             listeners: Vec::new(),
             pool: None,
             workers: DEFAULT_WORKERS,
+            worker_keep_alive: DEFAULT_WORKER_KEEP_ALIVE,
             tasks: TaskStore::new(),
         }
     }
@@ -290,8 +300,8 @@ impl<S: 'static> McpServer<S> {
     /// Its [`McpContext`] works as on the loop's thread: cancellation (a flag the loop sets;
     /// [`McpContext::sleep`] wakes at once), progress, logging, requests to the client
     /// (routed through the loop), [`McpContext::run_command`] (its process group is stopped
-    /// within a second of a cancellation). A panic gives an `isError` result and the pool keeps
-    /// its threads. Announced changes are delivered before the answer.
+    /// within a second of a cancellation). A panic gives an `isError` result and the thread goes
+    /// on. Announced changes are delivered before the answer.
     ///
     /// Use it for anything that waits: sleeps, commands, network or disk I/O, questions to the
     /// client. Keep [`McpServer::tool`] for quick tools, which run on the loop's thread with no
@@ -330,11 +340,21 @@ impl<S: 'static> McpServer<S> {
     }
 
     /// The most threads the pool of [`concurrent_tool`](McpServer::concurrent_tool)s may start
-    /// (32 by default; at least 1). Threads start on demand and stay. Calls beyond the count
-    /// wait for a free thread; how many may wait is bounded by the loop
+    /// (32 by default; at least 1): a ceiling, not a floor. Threads start on demand and end
+    /// after [`McpServer::worker_keep_alive`] without a job. Calls beyond the count wait for a
+    /// free thread; how many may wait is bounded by the loop
     /// ([`Server::max_in_flight`](crate::Server::max_in_flight)).
     pub fn workers(mut self, threads: usize) -> McpServer<S> {
         self.workers = threads.max(1);
+        self
+    }
+
+    /// How long a worker thread waits for a job before it ends (10 s by default), so that a
+    /// long-lived server does not keep a burst's threads (their stacks and malloc arenas)
+    /// for ever; the next concurrent call starts one again. `Duration::ZERO` ends a thread as
+    /// soon as it has no job; `Duration::MAX` keeps every thread started, as the pool did before.
+    pub fn worker_keep_alive(mut self, keep_alive: Duration) -> McpServer<S> {
+        self.worker_keep_alive = keep_alive;
         self
     }
 

@@ -29,6 +29,9 @@ options:
   --max-message-bytes N   longest accepted message in bytes (default 64 MiB)
   --shutdown-grace-ms N   at end of input, how long running calls may finish before they
                           are cancelled (default 10000)
+  --worker-keep-alive-ms N
+                          how long an idle worker thread (of `sleep`, `run` and tasks)
+                          stays before it ends (default 10000)
   --allow-run             add the `run` tool, which runs any command it is given
   --conformance           serve the fixtures of the official MCP conformance suite instead
                           (tools test_*, resources test://..., prompts test_*; both the
@@ -92,6 +95,7 @@ struct Options {
     idle_timeout: Option<Duration>,
     max_message_bytes: Option<usize>,
     shutdown_grace: Option<Duration>,
+    worker_keep_alive: Option<Duration>,
     allow_run: bool,
     conformance: bool,
 }
@@ -101,6 +105,7 @@ fn parse(args: Vec<String>) -> Result<Option<Options>, String> {
         idle_timeout: Some(Duration::from_secs(60)),
         max_message_bytes: None,
         shutdown_grace: None,
+        worker_keep_alive: None,
         allow_run: false,
         conformance: false,
     };
@@ -133,6 +138,10 @@ fn parse(args: Vec<String>) -> Result<Option<Options>, String> {
                 let ms = number("--shutdown-grace-ms")?;
                 options.shutdown_grace = Some(Duration::from_millis(ms));
             }
+            "--worker-keep-alive-ms" => {
+                let ms = number("--worker-keep-alive-ms")?;
+                options.worker_keep_alive = Some(Duration::from_millis(ms));
+            }
             "--allow-run" if inline.is_none() => options.allow_run = true,
             "--conformance" if inline.is_none() => options.conformance = true,
             _ => return Err(format!("unknown option {arg:?}")),
@@ -158,10 +167,13 @@ pub(crate) fn run(args: Vec<String>) -> ExitCode {
     if let Some(grace) = options.shutdown_grace {
         loop_config = loop_config.shutdown_grace(grace);
     }
+    let keep_alive = options.worker_keep_alive;
     let served = if options.conformance {
-        loop_config.serve_stdio(&mut conformance::server())
+        let server = conformance::server();
+        loop_config.serve_stdio(&mut with_keep_alive(server, keep_alive))
     } else {
-        loop_config.serve_stdio(&mut demo_server(options.allow_run))
+        let server = demo_server(options.allow_run);
+        loop_config.serve_stdio(&mut with_keep_alive(server, keep_alive))
     };
     match served {
         // Never `eprintln!` here: stderr may be full or closed, and the server must still exit.
@@ -173,6 +185,14 @@ pub(crate) fn run(args: Vec<String>) -> ExitCode {
             mcpipe::stderr_line(&format!("mcpipe demo: {e}"));
             ExitCode::FAILURE
         }
+    }
+}
+
+/// `--worker-keep-alive-ms` on either server; without it, the library's default.
+fn with_keep_alive<S: 'static>(server: McpServer<S>, keep_alive: Option<Duration>) -> McpServer<S> {
+    match keep_alive {
+        Some(keep_alive) => server.worker_keep_alive(keep_alive),
+        None => server,
     }
 }
 

@@ -429,37 +429,43 @@ impl<S: 'static> McpServer<S> {
         let stats = cx.stats().clone();
         let pool = self
             .pool
-            .get_or_insert_with(|| WorkerPool::new(self.workers));
-        if let Err(e) = pool.make_room() {
-            // Queued, the call would wait for a thread that never comes.
-            responder.respond(Err(no_worker(&e)));
-            return;
-        }
-        pool.submit(Box::new(move || {
-            let WorkerJob {
-                info,
-                cache,
-                scope,
-                binding,
-                token,
-                rounds,
-            } = job;
-            let mut mcx = McpContext::on_worker(responder, stats, &scope, token, rounds);
-            let outcome = catch_panic(|| work(&mut mcx));
-            // Always a worker's context: it was made so two lines up.
-            let Some((rounds, changes, responder)) = mcx.into_worker_parts() else {
+            .get_or_insert_with(|| WorkerPool::new(self.workers, self.worker_keep_alive));
+        let room = match pool.make_room() {
+            Ok(room) => room,
+            Err(e) => {
+                // Queued, the call would wait for a thread that never comes.
+                responder.respond(Err(no_worker(&e)));
                 return;
-            };
-            if !changes.is_empty() {
-                let _ = responder.post(Box::new(Announced(changes)));
             }
-            let mut answer = finish(outcome, &scope, &rounds, &binding);
-            if let (Ok(result), Some(info)) = (&mut answer, &info) {
-                // What `handle_modern` does for a call answered on the loop.
-                modern_result(result, info, cache);
-            }
-            responder.respond(answer);
-        }));
+        };
+        pool.submit(
+            room,
+            Box::new(move || {
+                let WorkerJob {
+                    info,
+                    cache,
+                    scope,
+                    binding,
+                    token,
+                    rounds,
+                } = job;
+                let mut mcx = McpContext::on_worker(responder, stats, &scope, token, rounds);
+                let outcome = catch_panic(|| work(&mut mcx));
+                // Always a worker's context: it was made so two lines up.
+                let Some((rounds, changes, responder)) = mcx.into_worker_parts() else {
+                    return;
+                };
+                if !changes.is_empty() {
+                    let _ = responder.post(Box::new(Announced(changes)));
+                }
+                let mut answer = finish(outcome, &scope, &rounds, &binding);
+                if let (Ok(result), Some(info)) = (&mut answer, &info) {
+                    // What `handle_modern` does for a call answered on the loop.
+                    modern_result(result, info, cache);
+                }
+                responder.respond(answer);
+            }),
+        );
     }
 
     pub(super) fn complete(

@@ -275,17 +275,20 @@ impl<S: 'static> McpServer<S> {
     fn submit_task(&mut self, job: TaskJob) {
         let pool = self
             .pool
-            .get_or_insert_with(|| WorkerPool::new(self.workers));
-        if let Err(e) = pool.make_room() {
-            // Queued, the task would stay `working` for want of a thread: it fails instead.
-            let failed = TaskEvent {
-                id: job.id.clone(),
-                kind: EventKind::Finished(Err(no_worker(&e))),
-            };
-            let _ = job.outbox.post(Box::new(failed));
-            return;
-        }
-        pool.submit(Box::new(move || job.run()));
+            .get_or_insert_with(|| WorkerPool::new(self.workers, self.worker_keep_alive));
+        let room = match pool.make_room() {
+            Ok(room) => room,
+            Err(e) => {
+                // Queued, the task would stay `working` for want of a thread: it fails instead.
+                let failed = TaskEvent {
+                    id: job.id.clone(),
+                    kind: EventKind::Finished(Err(no_worker(&e))),
+                };
+                let _ = job.outbox.post(Box::new(failed));
+                return;
+            }
+        };
+        pool.submit(room, Box::new(move || job.run()));
     }
 
     /// A task's work reported (on the loop's thread, through a post).
