@@ -8,9 +8,10 @@
 //! stops logging for good when stderr is gone (`EPIPE`, `EBADF`). Any thread may use it.
 //!
 //! Who writes: a caller writes itself only what stderr takes without blocking (a private
-//! non-blocking description, `MSG_DONTWAIT`, a plain file), under the lock. What is left, and
-//! everything for a stderr no write can be sure not to block on (a tty, a pipe that cannot be
-//! reopened: another process may take the room `poll` saw), is written by the writer thread,
+//! non-blocking description of a pipe or, on Linux, a tty; `MSG_DONTWAIT`; a plain file;
+//! `/dev/null`), under the lock. What is left, and everything for a stderr no write can be
+//! sure not to block on (a tty or pipe that cannot be reopened, as on macOS; another device:
+//! another process may take the room `poll` saw), is written by the writer thread,
 //! "mcpipe-stderr": started when text is left, ended when none is, it waits and writes with
 //! the lock released. So text goes out as soon as stderr takes it, with no further call, and
 //! nothing waits for the thread: one stuck on a stderr nobody reads delays nothing but the
