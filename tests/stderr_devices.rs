@@ -191,14 +191,23 @@ fn burst_logger(lines: usize) {
     {}
 }
 
+/// In the re-run (its environment names how many lines): logs them, and says so.
+fn ran_as_logger() -> bool {
+    let Some(lines) = std::env::var_os(BURST) else {
+        return false;
+    };
+    burst_logger(lines.to_str().unwrap().parse().unwrap());
+    true
+}
+
 /// The lines in a burst: enough that a thread started for any of them is seen.
 const LINES: usize = 2000;
 
 #[test]
 fn a_burst_of_lines_to_dev_null_starts_no_writer_thread() {
     let name = "a_burst_of_lines_to_dev_null_starts_no_writer_thread";
-    if let Some(lines) = std::env::var_os(BURST) {
-        return burst_logger(lines.to_str().unwrap().parse().unwrap());
+    if ran_as_logger() {
+        return;
     }
     let _w = watchdog("stderr_dev_null", Duration::from_secs(60));
     let mut logger = Logger::start(name, LINES, Stdio::null(), None);
@@ -210,8 +219,8 @@ fn a_burst_of_lines_to_dev_null_starts_no_writer_thread() {
 #[test]
 fn a_burst_of_lines_to_a_read_pty_starts_no_writer_thread_and_every_line_arrives() {
     let name = "a_burst_of_lines_to_a_read_pty_starts_no_writer_thread_and_every_line_arrives";
-    if let Some(lines) = std::env::var_os(BURST) {
-        return burst_logger(lines.to_str().unwrap().parse().unwrap());
+    if ran_as_logger() {
+        return;
     }
     let _w = watchdog("stderr_read_pty", Duration::from_secs(60));
     let mut logger = Logger::start(name, LINES, Stdio::null(), Some("read"));
@@ -234,8 +243,8 @@ fn a_burst_of_lines_to_a_read_pty_starts_no_writer_thread_and_every_line_arrives
 #[test]
 fn a_stopped_pty_blocks_no_logger_and_its_text_goes_out_when_resumed() {
     let name = "a_stopped_pty_blocks_no_logger_and_its_text_goes_out_when_resumed";
-    if let Some(lines) = std::env::var_os(BURST) {
-        return burst_logger(lines.to_str().unwrap().parse().unwrap());
+    if ran_as_logger() {
+        return;
     }
     let _w = watchdog("stderr_stopped_pty", Duration::from_secs(60));
     // About 120 KB of lines: more than the sink keeps.
