@@ -8,9 +8,10 @@
 //! stops logging for good when stderr is gone (`EPIPE`, `EBADF`). Any thread may use it.
 //!
 //! Who writes: a caller writes itself only what stderr takes without blocking (a private
-//! non-blocking description, `MSG_DONTWAIT`, a plain file), under the lock. What is left, and
-//! everything for a stderr no write can be sure not to block on (a tty, a pipe that cannot be
-//! reopened: another process may take the room `poll` saw), is written by the writer thread,
+//! non-blocking description of a pipe or, on Linux, a tty; `MSG_DONTWAIT`; a plain file;
+//! `/dev/null`), under the lock. What is left, and everything for a stderr no write can be
+//! sure not to block on (a tty or pipe that cannot be reopened, as on macOS; another device:
+//! another process may take the room `poll` saw), is written by the writer thread,
 //! "mcpipe-stderr": started when text is left, ended when none is, it waits and writes with
 //! the lock released. So text goes out as soon as stderr takes it, with no further call, and
 //! nothing waits for the thread: one stuck on a stderr nobody reads delays nothing but the
@@ -41,6 +42,9 @@ const CHUNK: usize = 4096;
 /// write reaches a pipe whole, never interleaved with another process's output.
 const POLLED_CHUNK: usize = 512;
 
+/// How long the writer thread pauses when a write takes nothing although `poll` said it would.
+const NO_ROOM_PAUSE: Duration = Duration::from_millis(10);
+
 /// At exit, how long the writer thread may go without writing a piece before the exit stops
 /// waiting for it: a stderr nobody reads delays the exit by this much, no more.
 const EXIT_STALL: Duration = Duration::from_millis(50);
@@ -50,11 +54,13 @@ const EXIT_MOST: Duration = Duration::from_millis(500);
 /// How bytes reach stderr.
 #[derive(Debug)]
 enum Writer {
-    /// A private non-blocking description of the pipe (Linux), or a file that never blocks.
+    /// A private non-blocking description of the pipe or terminal (Linux), or a file or
+    /// `/dev/null`, which never block.
     Direct(OwnedFd),
     /// A socket: `send` with `MSG_DONTWAIT`.
     Socket(OwnedFd),
-    /// Anything else (a tty, any pipe on macOS, a FIFO where it cannot be reopened): a write
+    /// Anything else (a tty on macOS, any pipe there, a FIFO or tty where it cannot be
+    /// reopened, a character device other than `/dev/null` and ttys): a write
     /// may block even after `poll` said there was room, since another process sharing stderr
     /// may take that room first. Only the writer thread writes it (blocking, nothing waits for
     /// it); callers do only if the thread cannot be started.
@@ -76,17 +82,28 @@ impl Writer {
         };
         let opened = match kind {
             FileKind::Regular => sys::dup_cloexec(fd, 3).map(Writer::Direct),
+            FileKind::CharDevice if sys::is_dev_null(fd) => {
+                sys::dup_cloexec(fd, 3).map(Writer::Direct)
+            }
             FileKind::Socket => sys::dup_cloexec(fd, 3).map(Writer::Socket),
-            FileKind::Fifo => match sys::reopen_nonblocking(fd, true) {
-                Ok(private) => Ok(Writer::Direct(private)),
-                Err(_) => sys::dup_cloexec(fd, 3).map(Writer::Polled),
-            },
+            // A pipe, or a tty (never another device: an open may have side effects): writes
+            // through a private non-blocking description return `EAGAIN` instead of waiting.
+            FileKind::Fifo => Writer::reopened(fd),
+            FileKind::CharDevice if sys::is_reopenable_terminal(fd) => Writer::reopened(fd),
             _ => sys::dup_cloexec(fd, 3).map(Writer::Polled),
         };
         match opened {
             Ok(writer) => Ok(Some(writer)),
             Err(e) if sys::out_of_fds(&e) => Err(e),
             Err(_) => Ok(None),
+        }
+    }
+
+    /// `Direct` through a private non-blocking description of `fd`, else `Polled`.
+    fn reopened(fd: BorrowedFd<'_>) -> io::Result<Writer> {
+        match sys::reopen_nonblocking(fd, true) {
+            Ok(private) => Ok(Writer::Direct(private)),
+            Err(_) => sys::dup_cloexec(fd, 3).map(Writer::Polled),
         }
     }
 
@@ -126,14 +143,21 @@ impl Writer {
     /// On the writer thread, no lock held: writes all of `bytes`, waiting as long as stderr
     /// takes (a blocking write for `Polled`, `poll` for room otherwise).
     fn write_all_waiting(&self, mut bytes: &[u8]) -> io::Result<()> {
+        let mut waited = false;
         while !bytes.is_empty() {
             let written = match self {
                 Writer::Polled(_) | Writer::Borrowed => self.with_fd(|fd| sys::write(fd, bytes))?,
                 _ => self.write_now(bytes)?,
             };
             if written == 0 {
+                if waited {
+                    // `poll` promised room the write did not find (a tty counts its room in
+                    // buffers, not bytes): pause rather than spin until a write takes some.
+                    std::thread::sleep(NO_ROOM_PAUSE);
+                }
                 self.with_fd(sys::wait_writable)?;
             }
+            waited = written == 0;
             let (done, rest) = bytes.split_at(written);
             note_written(done);
             PIECE_LINES_LEFT.fetch_sub(lines_in(done), Ordering::Relaxed);

@@ -28,7 +28,7 @@ mod sse2;
 pub(crate) use sse2::{ascii_str, escape_mask};
 // The stderr sink's writer thread: its wait for room, and the hook that lets it finish at exit.
 mod stderr;
-pub(crate) use stderr::{at_exit, wait_writable};
+pub(crate) use stderr::{at_exit, is_dev_null, is_reopenable_terminal, wait_writable};
 
 /// Turns a libc `-1` return into the current `errno` as an `io::Error`.
 fn cvt<T: PartialEq + From<i8>>(ret: T) -> io::Result<T> {
@@ -148,11 +148,13 @@ pub(crate) fn open(path: &str, flags: libc::c_int) -> io::Result<OwnedFd> {
     })
 }
 
-/// Opens a second, private open file description for the pipe behind `fd`, non-blocking and
-/// close-on-exec, through `/proc/self/fd`. Linux only: elsewhere it fails with `Unsupported`.
+/// Opens a second, private open file description for the pipe (or terminal) behind `fd`,
+/// non-blocking and close-on-exec, through `/proc/self/fd`. Linux only: elsewhere it fails with
+/// `Unsupported`.
 ///
 /// Setting `O_NONBLOCK` on an inherited fd would change the description shared with the parent
 /// and with our own children; a private description can be non-blocking without that.
+/// `O_NOCTTY`: a terminal opened anew must not become a session leader's controlling terminal.
 pub(crate) fn reopen_nonblocking(fd: BorrowedFd<'_>, for_write: bool) -> io::Result<OwnedFd> {
     if !cfg!(target_os = "linux") {
         return Err(io::Error::from(io::ErrorKind::Unsupported));
@@ -164,7 +166,7 @@ pub(crate) fn reopen_nonblocking(fd: BorrowedFd<'_>, for_write: bool) -> io::Res
     };
     open(
         &format!("/proc/self/fd/{}", fd.as_raw_fd()),
-        access | libc::O_NONBLOCK,
+        access | libc::O_NONBLOCK | libc::O_NOCTTY,
     )
 }
 

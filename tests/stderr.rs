@@ -429,10 +429,10 @@ fn lone_writer() {
     {
         // The thread ends once its text is out; give it a moment to.
         let deadline = Instant::now() + util::BOUND;
-        while writer_threads() > 0 && Instant::now() < deadline {
+        while util::threads_named("mcpipe-stderr") > 0 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(5));
         }
-        let answer: &[u8] = if writer_threads() == 0 {
+        let answer: &[u8] = if util::threads_named("mcpipe-stderr") == 0 {
             b"NO WRITER THREAD\n"
         } else {
             b"A WRITER THREAD IS LEFT\n"
@@ -440,21 +440,6 @@ fn lone_writer() {
         stdout.write_all(answer).unwrap();
         stdout.flush().unwrap();
     }
-}
-
-/// This process's threads named "mcpipe-stderr" (Linux: `/proc`).
-fn writer_threads() -> usize {
-    std::fs::read_dir("/proc/self/task")
-        .map(|tasks| {
-            tasks
-                .filter_map(Result::ok)
-                .filter(|t| {
-                    std::fs::read_to_string(t.path().join("comm"))
-                        .is_ok_and(|name| name.trim() == "mcpipe-stderr")
-                })
-                .count()
-        })
-        .unwrap_or(0)
 }
 
 /// A server that logs more than its stderr holds and then ends: the exit waits for the writer

@@ -162,6 +162,21 @@ pub fn line_channel(reader: impl Read + Send + 'static) -> Receiver<Vec<u8>> {
     rx
 }
 
+/// This process's threads named `name` (Linux: `/proc/self/task`; 0 elsewhere).
+pub fn threads_named(name: &str) -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .map(|tasks| {
+            tasks
+                .filter_map(Result::ok)
+                .filter(|t| {
+                    std::fs::read_to_string(t.path().join("comm"))
+                        .is_ok_and(|comm| comm.trim() == name)
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}
+
 /// Waits for the next line and parses it as JSON; panics (fails the test) after [`BOUND`].
 pub fn recv_json(rx: &Receiver<Vec<u8>>) -> Value {
     let line = rx
