@@ -21,7 +21,7 @@ use crate::readiness;
 pub(crate) use crate::readiness::Fill;
 use crate::responder::{self, CancelToken, Event, Inbox, Outbox};
 use crate::session::{Limits, Session};
-use crate::sys::{NonBlockingGuard, SignalSubscription, SigpipeIgnored};
+use crate::sys::{NonBlockingGuard, SignalIgnored, SignalSubscription};
 
 const INPUT: Token = Token(0);
 const OUTPUT: Token = Token(1);
@@ -79,7 +79,9 @@ pub(crate) struct Connection {
     /// Read only by its `Drop`, which ends the subscription.
     _signals: Option<SignalSubscription>,
     signal_pipe: Option<(mio::unix::pipe::Sender, mio::unix::pipe::Receiver)>,
-    _sigpipe: SigpipeIgnored,
+    /// SIGPIPE and SIGXFSZ ignored while the loop writes: a reader gone, or an output file past
+    /// `RLIMIT_FSIZE`, is then a write error the loop reports, not the process killed.
+    _write_signals: [SignalIgnored; 2],
     input: Endpoint,
     output: Endpoint,
     poll: Poll,
@@ -142,7 +144,10 @@ impl Connection {
             .map_err(|e| Error::io("creating the waker", e))?;
         let next_request_id = Arc::new(AtomicI64::new(1));
         let (outbox, inbox) = responder::channel(waker, Arc::clone(&next_request_id));
-        let sigpipe = SigpipeIgnored::new().map_err(|e| Error::io("ignoring SIGPIPE", e))?;
+        let write_signals = [
+            SignalIgnored::sigpipe().map_err(|e| Error::io("ignoring SIGPIPE", e))?,
+            SignalIgnored::sigxfsz().map_err(|e| Error::io("ignoring SIGXFSZ", e))?,
+        ];
         let (signals, signal_pipe) = if config.handle_signals {
             let (tx, mut rx) =
                 mio::unix::pipe::new().map_err(|e| Error::io("creating the signal pipe", e))?;
@@ -169,7 +174,7 @@ impl Connection {
             _guards: guards,
             _signals: signals,
             signal_pipe,
-            _sigpipe: sigpipe,
+            _write_signals: write_signals,
             input: input_end,
             output: output_end,
             poll,

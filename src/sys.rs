@@ -8,8 +8,6 @@
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::Mutex;
 
 // The large-block allocator's calls to the kernel, and the line buffer's prefault: a file of
 // their own within this module (the same `allow(unsafe_code)`), to keep this one short.
@@ -29,6 +27,9 @@ pub(crate) use sse2::{ascii_str, escape_mask};
 // The stderr sink's writer thread: its wait for room, and the hook that lets it finish at exit.
 mod stderr;
 pub(crate) use stderr::{at_exit, is_dev_null, is_reopenable_terminal, wait_writable};
+// Signals: the shutdown signals' self-pipes, and the signals a write may raise.
+mod signals;
+pub(crate) use signals::{SignalIgnored, SignalSubscription};
 
 /// Turns a libc `-1` return into the current `errno` as an `io::Error`.
 fn cvt<T: PartialEq + From<i8>>(ret: T) -> io::Result<T> {
@@ -397,192 +398,6 @@ pub(crate) fn parent_pid() -> libc::pid_t {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Signals: a self-pipe per subscriber. The handler only writes one byte (the signal number) to
-// each subscriber's pipe, ignores EAGAIN, and saves and restores errno. Everything else happens in
-// the event loop, which drains its pipe before acting.
-// ---------------------------------------------------------------------------------------------
-
-/// The signals that end the loop gracefully.
-pub(crate) const SHUTDOWN_SIGNALS: [libc::c_int; 3] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP];
-
-const SLOTS: usize = 32;
-#[allow(clippy::declare_interior_mutable_const)] // Only used to initialise the array below.
-const EMPTY_SLOT: AtomicI32 = AtomicI32::new(-1);
-/// Write ends of the subscribers' pipes; -1 marks a free slot. Read by the signal handler.
-static SIGNAL_PIPES: [AtomicI32; SLOTS] = [EMPTY_SLOT; SLOTS];
-
-struct SignalState {
-    subscribers: usize,
-    previous: Vec<(libc::c_int, libc::sigaction)>,
-    sigpipe_users: usize,
-    previous_sigpipe: Option<libc::sigaction>,
-}
-
-static SIGNAL_STATE: Mutex<SignalState> = Mutex::new(SignalState {
-    subscribers: 0,
-    previous: Vec::new(),
-    sigpipe_users: 0,
-    previous_sigpipe: None,
-});
-
-fn errno_location() -> *mut libc::c_int {
-    #[cfg(any(target_os = "linux", target_os = "android"))]
-    // SAFETY: returns the calling thread's errno slot; always valid.
-    return unsafe { libc::__errno_location() };
-    #[cfg(not(any(target_os = "linux", target_os = "android")))]
-    // SAFETY: returns the calling thread's errno slot; always valid.
-    return unsafe { libc::__error() };
-}
-
-extern "C" fn on_shutdown_signal(signo: libc::c_int) {
-    // Only async-signal-safe work here: atomics, write(2), errno.
-    let errno = errno_location();
-    // SAFETY: the errno slot of this thread is valid for reads and writes.
-    let saved = unsafe { *errno };
-    let byte = signo as u8;
-    for slot in &SIGNAL_PIPES {
-        let fd = slot.load(Ordering::Relaxed);
-        if fd >= 0 {
-            // SAFETY: writing one byte from a valid stack location. The fd may have been closed
-            // concurrently; write then fails with EBADF, which is harmless. A full pipe gives
-            // EAGAIN (the pipe is non-blocking): one pending byte is enough to wake the loop.
-            unsafe { libc::write(fd, (&byte as *const u8).cast(), 1) };
-        }
-    }
-    // SAFETY: as above.
-    unsafe { *errno = saved };
-}
-
-fn install(signo: libc::c_int, handler: libc::sighandler_t) -> io::Result<libc::sigaction> {
-    // SAFETY: a zeroed sigaction is a valid value (empty mask, no flags) that we then fill in.
-    let mut new: libc::sigaction = unsafe { std::mem::zeroed() };
-    new.sa_sigaction = handler;
-    new.sa_flags = libc::SA_RESTART;
-    // SAFETY: `new.sa_mask` is a valid sigset to initialise.
-    unsafe { libc::sigemptyset(&mut new.sa_mask) };
-    // SAFETY: as above; `old` receives the previous action.
-    let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
-    // SAFETY: both pointers are to valid sigaction values for the duration of the call.
-    cvt(unsafe { libc::sigaction(signo, &new, &mut old) })?;
-    Ok(old)
-}
-
-fn restore(signo: libc::c_int, old: &libc::sigaction) {
-    // SAFETY: `old` is an action previously returned by sigaction for this signal.
-    unsafe { libc::sigaction(signo, old, std::ptr::null_mut()) };
-}
-
-/// The handler now installed for `signo` (or `SIG_DFL` / `SIG_IGN`).
-fn current_handler(signo: libc::c_int) -> io::Result<libc::sighandler_t> {
-    // SAFETY: a zeroed sigaction is a valid value for sigaction to overwrite.
-    let mut now: libc::sigaction = unsafe { std::mem::zeroed() };
-    // SAFETY: a null new action only reads the current one into `now`, a valid sigaction.
-    cvt(unsafe { libc::sigaction(signo, std::ptr::null(), &mut now) })?;
-    Ok(now.sa_sigaction)
-}
-
-/// Puts `old` back for `signo` only if `ours` is still installed: a disposition the embedding
-/// program set meanwhile is its choice, and stays. (It could still change between the look and
-/// the restore; the signal API offers no compare-and-swap.)
-fn restore_if_ours(signo: libc::c_int, ours: libc::sighandler_t, old: &libc::sigaction) {
-    if current_handler(signo).is_ok_and(|now| now == ours) {
-        restore(signo, old);
-    }
-}
-
-/// The address of the shutdown handler, as sigaction stores it.
-fn shutdown_handler() -> libc::sighandler_t {
-    on_shutdown_signal as extern "C" fn(libc::c_int) as usize as libc::sighandler_t
-}
-
-fn lock_state() -> std::sync::MutexGuard<'static, SignalState> {
-    // The state stays consistent even if a holder panicked: every update is a single step.
-    SIGNAL_STATE.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// A subscription to SIGTERM, SIGINT and SIGHUP: while it lives, each of those signals writes its
-/// number to the given pipe instead of ending the process. The process's previous handlers come
-/// back when the last subscription is dropped, except where the embedding program installed
-/// its own meanwhile (that one stays).
-#[derive(Debug)]
-pub(crate) struct SignalSubscription {
-    slot: usize,
-}
-
-impl SignalSubscription {
-    /// Subscribes the pipe whose (non-blocking) write end is `write_fd`. The caller keeps it open
-    /// for the subscription's life.
-    pub(crate) fn new(write_fd: BorrowedFd<'_>) -> io::Result<SignalSubscription> {
-        let mut state = lock_state();
-        let slot = SIGNAL_PIPES
-            .iter()
-            .position(|s| s.load(Ordering::Relaxed) == -1)
-            .ok_or_else(|| io::Error::other("too many concurrent signal subscriptions"))?;
-        if state.subscribers == 0 {
-            let mut previous = Vec::new();
-            for signo in SHUTDOWN_SIGNALS {
-                match install(signo, shutdown_handler()) {
-                    Ok(old) => previous.push((signo, old)),
-                    Err(e) => {
-                        for (signo, old) in &previous {
-                            restore(*signo, old);
-                        }
-                        return Err(e);
-                    }
-                }
-            }
-            state.previous = previous;
-        }
-        state.subscribers += 1;
-        SIGNAL_PIPES[slot].store(write_fd.as_raw_fd(), Ordering::SeqCst);
-        Ok(SignalSubscription { slot })
-    }
-}
-
-impl Drop for SignalSubscription {
-    fn drop(&mut self) {
-        let mut state = lock_state();
-        SIGNAL_PIPES[self.slot].store(-1, Ordering::SeqCst);
-        state.subscribers -= 1;
-        if state.subscribers == 0 {
-            for (signo, old) in std::mem::take(&mut state.previous) {
-                restore_if_ours(signo, shutdown_handler(), &old);
-            }
-        }
-    }
-}
-
-/// While it lives, SIGPIPE is ignored, so a write to a closed pipe fails with EPIPE instead of
-/// killing the process. The previous disposition comes back when the last guard is dropped,
-/// unless the embedding program set its own meanwhile (that one stays).
-#[derive(Debug)]
-pub(crate) struct SigpipeIgnored(());
-
-impl SigpipeIgnored {
-    /// Ignores SIGPIPE (reference counted across threads).
-    pub(crate) fn new() -> io::Result<SigpipeIgnored> {
-        let mut state = lock_state();
-        if state.sigpipe_users == 0 {
-            state.previous_sigpipe = Some(install(libc::SIGPIPE, libc::SIG_IGN)?);
-        }
-        state.sigpipe_users += 1;
-        Ok(SigpipeIgnored(()))
-    }
-}
-
-impl Drop for SigpipeIgnored {
-    fn drop(&mut self) {
-        let mut state = lock_state();
-        state.sigpipe_users -= 1;
-        if state.sigpipe_users == 0 {
-            if let Some(old) = state.previous_sigpipe.take() {
-                restore_if_ours(libc::SIGPIPE, libc::SIG_IGN, &old);
-            }
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
 // Child processes and their groups: what the client needs to supervise a server it spawned, and
 // what a handler's child command needs. A spawned child leads its own process group (its pgid is
 // its pid), so a signal to the group reaches every process it started that did not leave the
@@ -711,9 +526,6 @@ pub(crate) fn kill_child_with_parent(command: &mut std::process::Command) {
         let _ = command;
     }
 }
-
-#[cfg(test)]
-mod signals_tests;
 
 #[cfg(test)]
 mod tests {

@@ -316,3 +316,46 @@ fn an_output_that_refuses_writes_is_said_on_stderr_not_taken_for_a_peer_gone() {
         assert!(!stderr.contains("cannot be written"), "{args:?}: {stderr}");
     }
 }
+
+/// Field review: a file stdout that reaches `RLIMIT_FSIZE` (`ulimit -f`, a supervisor's cap on
+/// a log) raised SIGXFSZ, whose default action killed the server mid-write, with no word on
+/// stderr and no shutdown. The loop ignores SIGXFSZ while it writes, so the write fails with
+/// `EFBIG` and ends serving as any other output that refuses writes: said on stderr, exit 1.
+#[test]
+fn an_output_file_past_the_file_size_limit_is_a_write_error_not_a_kill() {
+    use std::os::unix::process::ExitStatusExt;
+    let _w = watchdog("output_past_the_file_size_limit", LIMIT);
+    let file = util::Scratch::new("mcpipe-hostile-fsize.jsonl");
+    let output = std::fs::File::create(&*file).unwrap();
+    // One 512-byte block (dash and bash agree on `-f` being in blocks of 512 or 1024 bytes:
+    // either way far less than the answers below).
+    let mut child = Command::new("sh")
+        .args(["-c", "ulimit -f 1 && exec \"$0\" demo"])
+        .arg(env!("CARGO_BIN_EXE_mcpipe"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(output)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let pings: String = (1..=400)
+        .map(|id| format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"ping\"}}\n"))
+        .collect();
+    // It may have ended before it read them all.
+    let _ = std::io::Write::write_all(&mut stdin, pings.as_bytes());
+    let out = child.wait_with_output().unwrap();
+    drop(stdin);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.signal(),
+        None,
+        "killed by a signal; stderr: {stderr}"
+    );
+    assert_eq!(out.status.code(), Some(1), "stderr: {stderr}");
+    assert!(
+        stderr.contains("i/o error while writing the output: File too large"),
+        "{stderr}"
+    );
+    let written = std::fs::metadata(&*file).unwrap().len();
+    assert!(written <= 1024, "{written} bytes past the limit");
+}

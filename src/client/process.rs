@@ -19,7 +19,7 @@ use crate::error::Error;
 use crate::line_buffer::{Line, LineBuffer};
 use crate::process_tree::ProcessTree;
 use crate::readiness::{Fill, Input, Output};
-use crate::sys::{self, SigpipeIgnored};
+use crate::sys::{self, SignalIgnored};
 use crate::write_queue::WriteQueue;
 
 use super::spawner::{self, Lease};
@@ -191,7 +191,7 @@ pub(crate) struct ServerProcess {
     max_message_bytes: usize,
     /// Descendants that may have left the process group: killed at shutdown too.
     tree: ProcessTree,
-    _sigpipe: SigpipeIgnored,
+    _sigpipe: SignalIgnored,
     /// Keeps the thread the server was forked on alive while the server may run; dropped
     /// last, after `Drop` ended the server.
     _spawner: Lease,
@@ -223,7 +223,7 @@ impl ServerProcess {
         }
         sys::kill_child_with_parent(&mut command);
         // SIGPIPE must not kill us when the server closes its stdin while we write to it.
-        let sigpipe = SigpipeIgnored::new().map_err(|e| Error::io("ignoring SIGPIPE", e))?;
+        let sigpipe = SignalIgnored::sigpipe().map_err(|e| Error::io("ignoring SIGPIPE", e))?;
         // Forked on the spawner thread, which outlives the caller's (see `spawner`); the lease
         // is dropped after the child (declared first, it drops last on every path).
         let (mut child, lease) = spawner::spawn(command).map_err(|source| Error::Spawn {

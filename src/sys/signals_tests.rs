@@ -9,9 +9,10 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use super::*;
+use crate::sys::signal_process;
 
 const INNER: &str = "MCPIPE_TEST_SIGNAL_DISPOSITIONS";
-const NAME: &str = "sys::signals_tests::a_disposition_the_embedder_sets_meanwhile_stays";
+const NAME: &str = "sys::signals::tests::a_disposition_the_embedder_sets_meanwhile_stays";
 
 extern "C" fn embedders_handler(_: libc::c_int) {}
 
@@ -58,23 +59,29 @@ fn a_disposition_the_embedder_sets_meanwhile_stays() {
 
 /// The checks, in a process where nothing else touches signal dispositions.
 fn alone_in_the_process() {
-    // SIGPIPE: the embedder installs a handler while two guards live.
-    let first = SigpipeIgnored::new().unwrap();
-    let second = SigpipeIgnored::new().unwrap();
-    assert_eq!(current_handler(libc::SIGPIPE).unwrap(), libc::SIG_IGN);
-    drop(first);
-    install(libc::SIGPIPE, embedders()).unwrap();
-    drop(second);
-    assert_eq!(
-        current_handler(libc::SIGPIPE).unwrap(),
-        embedders(),
-        "the last SigpipeIgnored guard undid the SIGPIPE handler the embedder installed"
+    // SIGPIPE and SIGXFSZ: the embedder installs a handler while two guards live.
+    for signo in WRITE_SIGNALS {
+        let first = SignalIgnored::new(signo).unwrap();
+        let second = SignalIgnored::new(signo).unwrap();
+        assert_eq!(current_handler(signo).unwrap(), libc::SIG_IGN);
+        drop(first);
+        install(signo, embedders()).unwrap();
+        drop(second);
+        assert_eq!(
+            current_handler(signo).unwrap(),
+            embedders(),
+            "the last guard of {signo} undid the handler the embedder installed"
+        );
+        // Left alone meanwhile, the disposition found comes back.
+        let guard = SignalIgnored::new(signo).unwrap();
+        assert_eq!(current_handler(signo).unwrap(), libc::SIG_IGN);
+        drop(guard);
+        assert_eq!(current_handler(signo).unwrap(), embedders());
+    }
+    assert!(
+        SignalIgnored::new(libc::SIGTERM).is_err(),
+        "not a write's signal"
     );
-    // Left alone meanwhile, the disposition found comes back.
-    let guard = SigpipeIgnored::new().unwrap();
-    assert_eq!(current_handler(libc::SIGPIPE).unwrap(), libc::SIG_IGN);
-    drop(guard);
-    assert_eq!(current_handler(libc::SIGPIPE).unwrap(), embedders());
 
     // The shutdown signals: the embedder takes SIGTERM back while a subscription lives.
     let found: Vec<_> = SHUTDOWN_SIGNALS
