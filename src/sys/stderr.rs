@@ -7,15 +7,17 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 
 /// Whether `fd` is the null device: a character device with the device number of `/dev/null`
 /// (any node of it counts: the number picks the driver). Writes to it never block.
+/// `/dev/null` is looked up by its path, no fd opened: the sink also opens at the fd limit.
 pub(crate) fn is_dev_null(fd: BorrowedFd<'_>) -> bool {
-    let Ok(null) = std::fs::File::open("/dev/null") else {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let Ok(null) = std::fs::metadata("/dev/null") else {
         return false;
     };
     let is_char = |st: &libc::stat| st.st_mode & libc::S_IFMT == libc::S_IFCHR;
-    match (super::fstat(fd.as_raw_fd()), super::fstat(null.as_raw_fd())) {
-        (Ok(st), Ok(null)) => is_char(&st) && is_char(&null) && st.st_rdev == null.st_rdev,
-        _ => false,
-    }
+    #[allow(clippy::unnecessary_cast)] // `dev_t` is `u64` on Linux, `i32` on macOS.
+    let same_device = |st: &libc::stat| st.st_rdev as u64 == null.rdev();
+    null.file_type().is_char_device()
+        && super::fstat(fd.as_raw_fd()).is_ok_and(|st| is_char(&st) && same_device(&st))
 }
 
 /// Whether `fd` is a terminal that opening its `/proc/self/fd` link reaches again (Linux): a
