@@ -321,18 +321,7 @@ fn worker_threads() -> Option<usize> {
 
 /// Worker-pool threads of process `pid` ("self": this one), from /proc (Linux only).
 fn worker_threads_in(pid: &str) -> Option<usize> {
-    if !cfg!(target_os = "linux") {
-        return None;
-    }
-    let count = std::fs::read_dir(format!("/proc/{pid}/task"))
-        .unwrap()
-        .flatten()
-        .filter(|task| {
-            std::fs::read_to_string(task.path().join("comm"))
-                .is_ok_and(|name| name.starts_with("mcpipe-worker"))
-        })
-        .count();
-    Some(count)
+    util::threads_of(pid, |name| name.starts_with("mcpipe-worker"))
 }
 
 #[test]

@@ -164,17 +164,24 @@ pub fn line_channel(reader: impl Read + Send + 'static) -> Receiver<Vec<u8>> {
 
 /// This process's threads named `name` (Linux: `/proc/self/task`; 0 elsewhere).
 pub fn threads_named(name: &str) -> usize {
-    std::fs::read_dir("/proc/self/task")
-        .map(|tasks| {
-            tasks
-                .filter_map(Result::ok)
-                .filter(|t| {
-                    std::fs::read_to_string(t.path().join("comm"))
-                        .is_ok_and(|comm| comm.trim() == name)
-                })
-                .count()
+    threads_of("self", |comm| comm == name).unwrap_or(0)
+}
+
+/// The threads of process `pid` ("self": this one) whose name passes `wanted`, from
+/// `/proc/PID/task/*/comm`: Linux only, `None` elsewhere. Panics when the process is gone.
+pub fn threads_of(pid: &str, wanted: impl Fn(&str) -> bool) -> Option<usize> {
+    if !cfg!(target_os = "linux") {
+        return None;
+    }
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap_or_else(|e| panic!("the threads of process {pid}: {e}"));
+    let count = tasks
+        .filter_map(Result::ok)
+        .filter(|t| {
+            std::fs::read_to_string(t.path().join("comm")).is_ok_and(|comm| wanted(comm.trim()))
         })
-        .unwrap_or(0)
+        .count();
+    Some(count)
 }
 
 /// Waits for the next line and parses it as JSON; panics (fails the test) after [`BOUND`].
